@@ -1,0 +1,23 @@
+"""tinylens: how a small character-level transformer predicts the next token.
+
+The importable library behind the Snakemake workflow. Topic modules:
+``corpus`` (fetch, tokenizer, split), ``model`` (the transformer),
+``weights`` (safetensors I/O), ``train`` (training and exact resume),
+``config`` (schema validation, presets), ``atomic`` (atomic writes),
+``logs`` (job logs), ``plots`` (figures), ``reference`` (the unfused
+per-head attention of the original code, for checks and benchmarks).
+
+Dimension names, used in every shape comment and docstring:
+
+=========  ==================================================
+batch      sequences in a batch
+pos        token positions in a sequence (``block_size`` at most)
+d_model    residual stream width (``n_embed``)
+n_heads    attention heads per block
+d_head     width of one head (``d_model // n_heads``)
+vocab      tokenizer vocabulary size (65 for TinyShakespeare)
+block      transformer block index (``n_layer`` of them)
+=========  ==================================================
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,262 @@
+"""The character-level transformer of method.md §1, in one readable file.
+
+Decoder-only, pre-LayerNorm, modules in the order data flows through them::
+
+    x = tok_emb(idx) + pos_emb(pos)
+    for each block:  sa_out = sa(ln1(x)); ffwd_out = ffwd(ln2(x + sa_out))
+                     x = x + sa_out + ffwd_out
+    logits = lm_head(ln_f(x))
+
+The query/key/value maps of all heads are fused into one bias-free
+``Linear(d_model, 3 * d_model)``: the same parameters and the same maths as
+one ``Linear(d_model, d_head)`` per head (``tinylens.reference`` holds that
+per-head form and a test checks both give the same logits).
+
+Activations the analyses read have one stable name each, used unchanged as
+Parquet column and file names: see :data:`ACTIVATION_NAMES`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+#: Per-block activations recorded by :meth:`Transformer.forward_with_activations`.
+#: ``block_input`` is the residual stream entering the block, ``sa_out`` the
+#: attention output added to it, ``ffwd_out`` the feed-forward output added
+#: after that, ``attn_pattern`` the attention weights (after softmax).
+ACTIVATION_NAMES = ("block_input", "sa_out", "ffwd_out", "attn_pattern")
+
+Positions = Literal["last", "all"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of the model. ``paper`` values are method.md §1."""
+
+    vocab_size: int = 65
+    block_size: int = 256
+    n_embed: int = 384
+    n_layer: int = 6
+    n_head: int = 6
+    dropout: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.n_embed % self.n_head:
+            raise ValueError(
+                f"n_embed ({self.n_embed}) must be divisible by n_head ({self.n_head})"
+            )
+
+    @property
+    def d_head(self) -> int:
+        return self.n_embed // self.n_head
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, object], source: str = "model config") -> ModelConfig:
+        """Build from a mapping, naming the offending key when one is unknown or missing."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - names)
+        missing = sorted(names - set(values))
+        if unknown or missing:
+            raise ValueError(
+                f"{source}: unknown keys {unknown} / missing keys {missing}; "
+                f"expected exactly {sorted(names)}"
+            )
+        return cls(**values)  # type: ignore[arg-type]
+
+    def to_json(self, path: Path) -> None:
+        from tinylens.atomic import write_json
+
+        write_json(path, asdict(self))
+
+    @classmethod
+    def from_json(cls, path: Path) -> ModelConfig:
+        try:
+            values = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"model config {path} is missing: it is written beside model.safetensors "
+                "by the train rule; rerun it or `dvc pull` the model"
+            ) from None
+        except json.JSONDecodeError as err:
+            raise ValueError(f"model config {path} is not valid JSON ({err})") from None
+        return cls.from_dict(values, source=str(path))
+
+
+class CausalSelfAttention(nn.Module):
+    """All heads at once: fused QKV, scaled dot-product, causal mask, then ``proj``."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.n_head, self.d_head = cfg.n_head, cfg.d_head
+        self.qkv = nn.Linear(cfg.n_embed, 3 * cfg.n_embed, bias=False)
+        self.proj = nn.Linear(cfg.n_embed, cfg.n_embed)
+        self.attn_dropout = nn.Dropout(cfg.dropout)
+        self.resid_dropout = nn.Dropout(cfg.dropout)
+        self.register_buffer(
+            "causal_mask",
+            torch.tril(torch.ones(cfg.block_size, cfg.block_size, dtype=torch.bool)),
+            persistent=False,
+        )
+
+    def forward(self, x: Tensor, return_pattern: bool = False) -> tuple[Tensor, Tensor | None]:
+        """x: [batch pos d_model] -> (out [batch pos d_model], pattern [batch n_heads pos pos] | None)."""
+        batch, pos, d_model = x.shape
+        # [batch pos 3*d_model] -> 3 x [batch n_heads pos d_head]
+        q, k, v = (
+            t.view(batch, pos, self.n_head, self.d_head).transpose(1, 2)
+            for t in self.qkv(x).split(d_model, dim=2)
+        )
+        if return_pattern:
+            # Explicit softmax so the pattern can be returned; same maths as the fused kernel.
+            scores = (q @ k.transpose(-2, -1)) * self.d_head**-0.5  # [batch n_heads pos pos]
+            scores = scores.masked_fill(~self.causal_mask[:pos, :pos], float("-inf"))
+            pattern = F.softmax(scores, dim=-1)
+            heads = self.attn_dropout(pattern) @ v  # [batch n_heads pos d_head]
+        else:
+            pattern = None
+            heads = F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, dropout_p=self.attn_dropout.p if self.training else 0.0
+            )
+        heads = heads.transpose(1, 2).reshape(batch, pos, d_model)  # concatenate heads
+        return self.resid_dropout(self.proj(heads)), pattern
+
+
+class FeedForward(nn.Module):
+    """Linear(d, 4d) -> ReLU -> Linear(4d, d) -> Dropout."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(cfg.n_embed, 4 * cfg.n_embed),
+            nn.ReLU(),
+            nn.Linear(4 * cfg.n_embed, cfg.n_embed),
+            nn.Dropout(cfg.dropout),
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+
+class Block(nn.Module):
+    """``out = x + sa_out + ffwd_out`` with ``sa_out = sa(ln1(x))``, ``ffwd_out = ffwd(ln2(x + sa_out))``."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.n_embed)
+        self.sa = CausalSelfAttention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.n_embed)
+        self.ffwd = FeedForward(cfg)
+
+    def forward(self, x: Tensor, record: dict[str, Tensor] | None = None) -> Tensor:
+        """x: [batch pos d_model]. If ``record`` is a dict, fill it with this block's activations."""
+        sa_out, pattern = self.sa(self.ln1(x), return_pattern=record is not None)
+        ffwd_out = self.ffwd(self.ln2(x + sa_out))
+        if record is not None:
+            record.update(block_input=x, sa_out=sa_out, ffwd_out=ffwd_out, attn_pattern=pattern)
+        return x + sa_out + ffwd_out
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embed)
+        self.pos_emb = nn.Embedding(cfg.block_size, cfg.n_embed)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embed)
+        self.lm_head = nn.Linear(cfg.n_embed, cfg.vocab_size)
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def embed(self, idx: Tensor) -> Tensor:
+        """idx: [batch pos] token ids -> [batch pos d_model]."""
+        pos = idx.shape[1]
+        if pos > self.config.block_size:
+            raise ValueError(f"sequence of {pos} tokens exceeds block_size {self.config.block_size}")
+        return self.tok_emb(idx) + self.pos_emb(torch.arange(pos, device=idx.device))
+
+    def unembed(self, x: Tensor) -> Tensor:
+        """Final residual stream [batch pos d_model] -> logits [batch pos vocab]."""
+        return self.lm_head(self.ln_f(x))
+
+    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """idx, targets: [batch pos] -> (logits [batch pos vocab], mean cross-entropy | None)."""
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.unembed(x)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+        return logits, loss
+
+    def forward_with_activations(
+        self, idx: Tensor, positions: Positions = "last"
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """Forward pass that also returns every block's activations, stacked over blocks.
+
+        Returns ``(logits, acts)``. With ``positions="all"``: logits
+        ``[batch pos vocab]``; ``acts[name]`` is ``[block batch pos d_model]``
+        for ``block_input``/``sa_out``/``ffwd_out`` and
+        ``[block batch n_heads pos pos]`` for ``attn_pattern``. With
+        ``positions="last"`` the ``pos`` axis of the logits and of the
+        activations (the query axis of the pattern) is dropped, keeping the last
+        position only: ``[batch vocab]``, ``[block batch d_model]`` and
+        ``[block batch n_heads pos]``.
+        """
+        if positions not in ("last", "all"):
+            raise ValueError(f"positions must be 'last' or 'all', not {positions!r}")
+        x = self.embed(idx)
+        per_block: list[dict[str, Tensor]] = []
+        for block in self.blocks:
+            record: dict[str, Tensor] = {}
+            x = block(x, record=record)
+            per_block.append(record)
+        logits = self.unembed(x)
+        acts = {name: torch.stack([r[name] for r in per_block]) for name in ACTIVATION_NAMES}
+        if positions == "last":
+            logits = logits[:, -1]
+            acts = {
+                name: t[:, :, :, -1] if name == "attn_pattern" else t[:, :, -1]
+                for name, t in acts.items()
+            }
+        return logits, acts
+
+    @torch.no_grad()
+    def generate(self, idx: Tensor, max_new_tokens: int, generator: torch.Generator | None = None,
+                 temperature: float = 1.0) -> Tensor:
+        """Sample ``max_new_tokens`` continuations of idx [batch pos]; returns [batch pos+new]."""
+        for _ in range(max_new_tokens):
+            logits, _ = self(idx[:, -self.config.block_size :])
+            probs = F.softmax(logits[:, -1].float() / temperature, dim=-1)
+            nxt = torch.multinomial(probs, num_samples=1, generator=generator)
+            idx = torch.cat([idx, nxt], dim=1)
+        return idx
+
+
+def estimate_flops_per_token(cfg: ModelConfig, seq_len: int | None = None) -> float:
+    """Training FLOPs per token (forward + backward), PaLM appendix B convention:
+    6 x (non-embedding parameters) + 12 x n_layer x n_embed x seq_len for attention."""
+    seq_len = cfg.block_size if seq_len is None else seq_len
+    d = cfg.n_embed
+    per_block = 3 * d * d + (d * d + d) + 2 * d + (8 * d * d + 5 * d) + 2 * d
+    non_embedding = cfg.n_layer * per_block + 2 * d + d * cfg.vocab_size + cfg.vocab_size
+    return 6 * non_embedding + 12 * cfg.n_layer * d * seq_len
+

@@ -1,0 +1,81 @@
+"""Model weights on disk: ``model.safetensors`` with ``config.json`` beside it.
+
+No pickle: safetensors for tensors, JSON for the shape. Loading checks the
+file is complete and every tensor has the shape the config implies, and says
+what to do when it is not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from tinylens.atomic import atomic_path
+from tinylens.model import ModelConfig, Transformer
+
+WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+
+_REMEDY = "rerun the train rule (snakemake --forcerun train_model) or restore it with `dvc pull`"
+
+
+def state_dict_for_saving(model: Transformer) -> dict[str, torch.Tensor]:
+    """Contiguous CPU copies, as safetensors requires."""
+    return {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+
+
+def save_weights(path: str | Path, model: Transformer, metadata: dict[str, str] | None = None) -> None:
+    with atomic_path(path) as tmp:
+        save_file(state_dict_for_saving(model), str(tmp), metadata=metadata)
+
+
+def save_model(directory: str | Path, model: Transformer) -> None:
+    """Write ``model.safetensors`` and ``config.json`` into ``directory``."""
+    directory = Path(directory)
+    save_weights(directory / WEIGHTS_FILE, model)
+    model.config.to_json(directory / CONFIG_FILE)
+
+
+def load_state(path: str | Path) -> dict[str, torch.Tensor]:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"weights file {path} is missing; {_REMEDY}")
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError) as err:
+        raise ValueError(
+            f"weights file {path} is truncated or not a safetensors file ({err}); {_REMEDY}"
+        ) from None
+
+
+def load_weights(model: Transformer, path: str | Path) -> Transformer:
+    """Load ``path`` into ``model`` after checking names and shapes match exactly."""
+    state = load_state(path)
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    found = {k: tuple(v.shape) for k, v in state.items()}
+    problems = [f"missing {k} {s}" for k, s in expected.items() if k not in found]
+    problems += [f"unexpected {k} {s}" for k, s in found.items() if k not in expected]
+    problems += [
+        f"{k}: file has {found[k]}, config implies {s}"
+        for k, s in expected.items()
+        if k in found and found[k] != s
+    ]
+    if problems:
+        shown = "; ".join(problems[:6]) + (f"; ... ({len(problems)} in all)" if len(problems) > 6 else "")
+        raise ValueError(
+            f"weights file {path} does not fit its model config {model.config}: {shown}. "
+            f"Is the config.json beside it from another run? {_REMEDY}"
+        )
+    model.load_state_dict(state)
+    return model
+
+
+def load_model(directory: str | Path, device: str | torch.device = "cpu") -> Transformer:
+    """Rebuild the model from ``config.json`` and ``model.safetensors`` in ``directory``, in eval mode."""
+    directory = Path(directory)
+    model = Transformer(ModelConfig.from_json(directory / CONFIG_FILE))
+    load_weights(model, directory / WEIGHTS_FILE)
+    return model.to(device).eval()

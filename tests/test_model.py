@@ -1,0 +1,110 @@
+import pytest
+import torch
+
+from tinylens.config import active_preset, model_config
+from tinylens.model import ACTIVATION_NAMES, ModelConfig, Transformer
+from tinylens.reference import ReferenceTransformer, load_fused_weights
+
+SMALL = ModelConfig(vocab_size=65, block_size=16, n_embed=32, n_layer=3, n_head=4, dropout=0.1)
+
+
+@pytest.fixture
+def model() -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(SMALL).eval()
+
+
+@pytest.fixture
+def idx() -> torch.Tensor:
+    return torch.randint(0, SMALL.vocab_size, (5, SMALL.block_size), generator=torch.Generator().manual_seed(1))
+
+
+def test_paper_preset_has_the_published_parameter_count(config):
+    paper = model_config(config["presets"]["paper"]["model"], vocab_size=65)
+    model = Transformer(paper)
+    assert model.n_params() == 10_788_929
+    assert sum(p.numel() for b in model.blocks for p in b.ffwd.parameters()) == 7_089_408
+
+
+def test_block_output_is_input_plus_sa_out_plus_ffwd_out(model, idx):
+    with torch.no_grad():
+        logits, acts = model.forward_with_activations(idx, positions="all")
+        x = acts["block_input"]
+        for b in range(SMALL.n_layer - 1):
+            torch.testing.assert_close(x[b + 1], x[b] + acts["sa_out"][b] + acts["ffwd_out"][b])
+        last = x[-1] + acts["sa_out"][-1] + acts["ffwd_out"][-1]
+        torch.testing.assert_close(logits, model.unembed(last))
+        # and the pieces are what the block's modules compute
+        block = model.blocks[1]
+        sa_out, _ = block.sa(block.ln1(x[1]))
+        torch.testing.assert_close(acts["sa_out"][1], sa_out)
+        torch.testing.assert_close(acts["ffwd_out"][1], block.ffwd(block.ln2(x[1] + sa_out)))
+
+
+@pytest.mark.parametrize("positions", ["all", "last"])
+def test_instrumented_forward_gives_the_plain_logits(model, idx, positions):
+    with torch.no_grad():
+        plain, _ = model(idx)
+        logits, acts = model.forward_with_activations(idx, positions=positions)
+    expected = plain if positions == "all" else plain[:, -1]
+    torch.testing.assert_close(logits, expected, rtol=1e-5, atol=1e-5)
+    assert set(acts) == set(ACTIVATION_NAMES)
+
+
+def test_last_position_is_a_slice_of_all_positions(model, idx):
+    with torch.no_grad():
+        _, every = model.forward_with_activations(idx, positions="all")
+        _, last = model.forward_with_activations(idx, positions="last")
+    b, n, pos, d = SMALL.n_layer, idx.shape[0], idx.shape[1], SMALL.n_embed
+    assert last["ffwd_out"].shape == (b, n, d)
+    assert every["ffwd_out"].shape == (b, n, pos, d)
+    assert last["attn_pattern"].shape == (b, n, SMALL.n_head, pos)
+    for name in ("block_input", "sa_out", "ffwd_out"):
+        torch.testing.assert_close(last[name], every[name][:, :, -1])
+    torch.testing.assert_close(last["attn_pattern"], every["attn_pattern"][:, :, :, -1])
+
+
+def test_attention_pattern_is_causal_and_row_stochastic(model, idx):
+    with torch.no_grad():
+        _, acts = model.forward_with_activations(idx, positions="all")
+    pattern = acts["attn_pattern"]  # [block batch n_heads pos pos]
+    torch.testing.assert_close(pattern.sum(-1), torch.ones(pattern.shape[:-1]))
+    upper = torch.triu(torch.ones(idx.shape[1], idx.shape[1], dtype=torch.bool), diagonal=1)
+    assert (pattern[..., upper] == 0).all()
+
+
+def test_fused_attention_is_the_per_head_reference(model, idx):
+    reference = load_fused_weights(ReferenceTransformer(SMALL), model).eval()
+    assert reference.n_params() == model.n_params()
+    with torch.no_grad():
+        torch.testing.assert_close(reference(idx)[0], model(idx)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_loss_is_cross_entropy_and_near_log_vocab_at_init(model, idx):
+    _, loss = model(idx, idx)
+    assert abs(loss.item() - torch.log(torch.tensor(65.0)).item()) < 0.1
+
+
+def test_too_long_sequence_is_rejected(model):
+    with pytest.raises(ValueError, match="block_size"):
+        model(torch.zeros(1, SMALL.block_size + 1, dtype=torch.long))
+
+
+def test_generate_is_reproducible_and_extends_the_prompt(model):
+    prompt = torch.tensor([[1, 2, 3]])
+    a = model.generate(prompt, 20, generator=torch.Generator().manual_seed(7))
+    b = model.generate(prompt, 20, generator=torch.Generator().manual_seed(7))
+    assert a.shape == (1, 23) and torch.equal(a, b) and torch.equal(a[:, :3], prompt)
+
+
+def test_model_config_rejects_bad_head_split_and_unknown_keys():
+    with pytest.raises(ValueError, match="divisible"):
+        ModelConfig(n_embed=30, n_head=4)
+    with pytest.raises(ValueError, match="unknown keys \\['n_embd'\\]"):
+        ModelConfig.from_dict({"n_embd": 3})
+
+
+def test_every_preset_builds(config):
+    for name in config["presets"]:
+        cfg = model_config(active_preset({**config, "preset": name})["model"], vocab_size=65)
+        assert Transformer(cfg).config.n_layer == 6
