@@ -1,0 +1,342 @@
+"""Training with periodic loss estimates, checkpoints, and exact resume (method.md §2).
+
+A run works inside ``work_dir`` (``<model_dir>.partial``) and publishes into the
+model directory only when it has finished, so a killed job never leaves a model
+that looks complete. ``work_dir`` holds:
+
+- ``resume.pt``: weights, optimizer, phase, every RNG state and the loss
+  history at the last checkpoint step (tensors and plain containers only, so
+  it loads with ``torch.load(weights_only=True)``);
+- ``checkpoints/step_NNNNNN.safetensors``: weights at each checkpoint step,
+  for the training-dynamics analyses;
+- ``loss.csv``: the loss estimates so far (rewritten atomically, safe to tail).
+
+Rerunning :func:`train` on the same ``work_dir`` resumes from ``resume.pt``;
+on CPU with the same thread count the final weights are bit-identical to an
+uninterrupted run, because the batch sampler, the evaluation sampler and
+dropout each draw from a generator whose state is checkpointed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+import shutil
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from tinylens.atomic import atomic_path, replace_dir, write_json, write_text
+from tinylens.model import ModelConfig, Transformer
+from tinylens.weights import save_model, save_weights
+
+log = logging.getLogger(__name__)
+
+RESUME_FILE = "resume.pt"
+LOSS_COLUMNS = ("step", "train_loss", "val_loss", "lr", "tokens_seen", "elapsed_s")
+#: Keys of metrics.json, documented in the README.
+METRICS_KEYS = (
+    "seed", "steps", "train_loss", "val_loss", "n_params", "tokens_seen",
+    "train_seconds", "tokens_per_second", "device", "autocast_dtype", "torch_version",
+)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Train up to step ``until`` at learning rate ``lr`` with a fresh AdamW."""
+
+    until: int
+    lr: float
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    seed: int
+    batch_size: int
+    phases: tuple[Phase, ...]
+    eval_interval: int
+    eval_iters: int
+    checkpoint_steps: tuple[int, ...] = ()
+    weight_decay: float = 0.01  # torch's AdamW default, as the published run used
+
+    def __post_init__(self) -> None:
+        ends = [p.until for p in self.phases]
+        if not ends or ends != sorted(set(ends)) or ends[0] <= 0:
+            raise ValueError(f"phases must end at strictly increasing positive steps, got {ends}")
+        bad = [s for s in self.checkpoint_steps if not 0 <= s <= self.max_steps]
+        if bad:
+            raise ValueError(f"checkpoint steps {bad} lie outside 0..{self.max_steps}")
+
+    @property
+    def max_steps(self) -> int:
+        return self.phases[-1].until
+
+    def phase_at(self, step: int) -> int:
+        """Index of the phase that the update from ``step`` to ``step + 1`` belongs to."""
+        return next(i for i, p in enumerate(self.phases) if step < p.until)
+
+    @property
+    def save_steps(self) -> tuple[int, ...]:
+        """Checkpoint steps, always including the final one (the resume point of a finished run)."""
+        return tuple(sorted(set(self.checkpoint_steps) | {self.max_steps}))
+
+
+@dataclass
+class TrainResult:
+    model: Transformer
+    metrics: dict
+    history: list[dict] = field(default_factory=list)
+
+
+def select_device(requested: str = "auto") -> torch.device:
+    """``auto``: CUDA when available, else CPU."""
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' was requested but torch sees no CUDA device; use device: auto or cpu")
+    return torch.device(requested)
+
+
+def autocast_for(device: torch.device):
+    """bf16 autocast on CUDA (fused attention kernels need it to be fast); full fp32 on CPU."""
+    if device.type == "cuda":
+        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    return nullcontext()
+
+
+class BatchSampler:
+    """Random contiguous windows of ``block_size + 1`` tokens, from its own generator."""
+
+    def __init__(self, ids: np.ndarray, block_size: int, batch_size: int, seed: int, device: torch.device):
+        if len(ids) <= block_size + 1:
+            raise ValueError(f"{len(ids)} tokens are too few for block_size {block_size}")
+        self.data = torch.from_numpy(np.asarray(ids, dtype=np.int64))
+        self.block_size, self.batch_size, self.device = block_size, batch_size, device
+        self.generator = torch.Generator().manual_seed(seed)
+        self.window = torch.arange(block_size + 1)
+
+    def sample(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> (x, y), each [batch pos]; y is x shifted by one token."""
+        start = torch.randint(len(self.data) - self.block_size - 1, (self.batch_size,), generator=self.generator)
+        chunk = self.data[start[:, None] + self.window]  # [batch pos+1]
+        chunk = chunk.to(self.device, non_blocking=True)
+        return chunk[:, :-1], chunk[:, 1:]
+
+
+@torch.no_grad()
+def estimate_loss(model: Transformer, samplers: dict[str, BatchSampler], eval_iters: int,
+                  device: torch.device) -> dict[str, float]:
+    """Mean loss over ``eval_iters`` batches per split, in eval mode (dropout off)."""
+    model.eval()
+    out = {}
+    for split, sampler in samplers.items():
+        losses = torch.zeros(eval_iters)
+        for i in range(eval_iters):
+            x, y = sampler.sample()
+            with autocast_for(device):
+                _, loss = model(x, y)
+            losses[i] = loss.item()
+        out[split] = losses.mean().item()
+    model.train()
+    return out
+
+
+def _new_optimizer(model: Transformer, phase: Phase, cfg: TrainConfig, device: torch.device):
+    return torch.optim.AdamW(model.parameters(), lr=phase.lr, weight_decay=cfg.weight_decay,
+                             fused=device.type == "cuda")
+
+
+def _write_loss_csv(path: Path, history: list[dict]) -> None:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=LOSS_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(history)
+    write_text(path, buf.getvalue())
+
+
+def _rng_state(device: torch.device, samplers: dict[str, BatchSampler]) -> dict[str, torch.Tensor]:
+    state = {f"sampler_{name}": s.generator.get_state() for name, s in samplers.items()}
+    state["torch_cpu"] = torch.get_rng_state()
+    if device.type == "cuda":
+        state["torch_cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def _set_rng_state(state: dict[str, torch.Tensor], device: torch.device, samplers: dict[str, BatchSampler]) -> None:
+    for name, s in samplers.items():
+        s.generator.set_state(state[f"sampler_{name}"])
+    torch.set_rng_state(state["torch_cpu"])
+    if device.type == "cuda" and "torch_cuda" in state:
+        torch.cuda.set_rng_state(state["torch_cuda"], device)
+
+
+def _load_resume(path: Path) -> dict:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises several types for a damaged file
+        raise ValueError(
+            f"resume state {path} is unreadable ({err}). It is only a cache of an interrupted "
+            f"run: delete {path.parent} to train from scratch."
+        ) from None
+
+
+def train(
+    model_cfg: ModelConfig,
+    cfg: TrainConfig,
+    train_ids: np.ndarray,
+    val_ids: np.ndarray,
+    work_dir: str | Path,
+    device: torch.device | str = "cpu",
+    progress: bool = True,
+) -> TrainResult:
+    """Train (or resume) a model in ``work_dir``; see the module docstring for what it holds."""
+    device = torch.device(device)
+    work_dir = Path(work_dir)
+    (work_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    resume_path = work_dir / RESUME_FILE
+
+    torch.manual_seed(cfg.seed)
+    model = Transformer(model_cfg).to(device)
+    # Separate generators, all checkpointed: evaluation never shifts the training batches.
+    train_batches = BatchSampler(train_ids, model_cfg.block_size, cfg.batch_size, cfg.seed, device)
+    eval_samplers = {
+        "train": BatchSampler(train_ids, model_cfg.block_size, cfg.batch_size, cfg.seed + 1, device),
+        "val": BatchSampler(val_ids, model_cfg.block_size, cfg.batch_size, cfg.seed + 2, device),
+    }
+    all_samplers = {"train_batches": train_batches, **{f"eval_{k}": v for k, v in eval_samplers.items()}}
+    tokens_per_step = cfg.batch_size * model_cfg.block_size
+
+    start, phase_index, optimizer = 0, -1, None
+    history: list[dict] = []
+    seconds_before = 0.0  # training time spent by earlier, interrupted attempts
+    resumed = resume_path.exists()
+    if resumed:
+        state = _load_resume(resume_path)
+        if state["model_config"] != asdict(model_cfg) or state["seed"] != cfg.seed:
+            raise ValueError(
+                f"resume state {resume_path} belongs to a different model or seed; "
+                f"delete {work_dir} to train from scratch"
+            )
+        model.load_state_dict(state["model"])
+        start, phase_index = int(state["step"]), int(state["phase"])
+        if phase_index >= 0:
+            optimizer = _new_optimizer(model, cfg.phases[phase_index], cfg, device)
+            optimizer.load_state_dict(state["optimizer"])
+        _set_rng_state(state["rng"], device, all_samplers)
+        history, seconds_before = list(state["history"]), float(state["train_seconds"])
+        log.info("resuming %s from step %d of %d", work_dir, start, cfg.max_steps)
+    else:
+        log.info("training from scratch in %s: %d steps, %d parameters, device %s",
+                 work_dir, cfg.max_steps, model.n_params(), device)
+
+    session_start = time.perf_counter()
+
+    def seconds_so_far() -> float:
+        return seconds_before + time.perf_counter() - session_start
+
+    model.train()
+    bar = tqdm(total=cfg.max_steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True,
+               mininterval=0.5 if sys.stderr.isatty() else 10.0, file=sys.stderr)
+    for step in range(start, cfg.max_steps + 1):
+        # A resumed run already evaluated and checkpointed its first step.
+        if not (resumed and step == start):
+            if step % cfg.eval_interval == 0 or step == cfg.max_steps:
+                losses = estimate_loss(model, eval_samplers, cfg.eval_iters, device)
+                history.append({
+                    "step": step, "train_loss": round(losses["train"], 6), "val_loss": round(losses["val"], 6),
+                    "lr": cfg.phases[cfg.phase_at(min(step, cfg.max_steps - 1))].lr,
+                    "tokens_seen": step * tokens_per_step, "elapsed_s": round(seconds_so_far(), 2),
+                })
+                _write_loss_csv(work_dir / "loss.csv", history)
+                log.info("step %d: train loss %.4f, val loss %.4f", step, losses["train"], losses["val"])
+            if step in cfg.save_steps:
+                save_weights(work_dir / "checkpoints" / f"step_{step:06d}.safetensors", model)
+                with atomic_path(resume_path) as tmp:
+                    torch.save({
+                        "step": step, "phase": phase_index, "seed": cfg.seed,
+                        "model_config": asdict(model_cfg),
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict() if optimizer is not None else {},
+                        "rng": _rng_state(device, all_samplers),
+                        "history": history, "train_seconds": seconds_so_far(),
+                    }, tmp)
+        if step == cfg.max_steps:
+            break
+        if cfg.phase_at(step) != phase_index:
+            phase_index = cfg.phase_at(step)
+            optimizer = _new_optimizer(model, cfg.phases[phase_index], cfg, device)
+            log.info("step %d: fresh AdamW at lr %g", step, cfg.phases[phase_index].lr)
+        x, y = train_batches.sample()
+        with autocast_for(device):
+            _, loss = model(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if progress:  # .item() synchronises the GPU, so only pay for it when it is shown
+            loss_value = loss.item()
+            if not math.isfinite(loss_value):
+                raise FloatingPointError(
+                    f"training loss became {loss_value} at step {step + 1}; lower the learning rate")
+            rate = tokens_per_step * (step + 1 - start) / (time.perf_counter() - session_start)
+            bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{rate:,.0f}", refresh=False)
+        bar.update(1)
+    bar.close()
+
+    final = history[-1]
+    train_seconds = seconds_so_far()
+    metrics = {
+        "seed": cfg.seed,
+        "steps": cfg.max_steps,
+        "train_loss": final["train_loss"],
+        "val_loss": final["val_loss"],
+        "n_params": model.n_params(),
+        "tokens_seen": cfg.max_steps * tokens_per_step,
+        "train_seconds": round(train_seconds, 2),
+        "tokens_per_second": round((cfg.max_steps - start) * tokens_per_step / max(time.perf_counter() - session_start, 1e-9), 1),
+        "device": device.type,
+        "autocast_dtype": "bfloat16" if device.type == "cuda" else "float32",
+        "torch_version": torch.__version__,
+    }
+    return TrainResult(model=model, metrics=metrics, history=history)
+
+
+def publish(result: TrainResult, work_dir: str | Path, model_dir: str | Path, tokenizer_path: str | Path) -> None:
+    """Move a finished run from ``work_dir`` into ``model_dir``, then drop ``work_dir``.
+
+    ``model_dir`` receives ``model.safetensors``, ``config.json``,
+    ``tokenizer.json``, ``metrics.json``, ``loss.csv`` and ``checkpoints/``.
+    Each file is written atomically and ``work_dir`` (with the resume state)
+    is removed last, so an interruption here is recovered by simply rerunning.
+    """
+    work_dir, model_dir = Path(work_dir), Path(model_dir)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(work_dir / "checkpoints", work_dir / "checkpoints.publish", dirs_exist_ok=True)
+    replace_dir(work_dir / "checkpoints.publish", model_dir / "checkpoints")
+    save_model(model_dir, result.model)
+    with atomic_path(model_dir / "tokenizer.json") as tmp:
+        shutil.copyfile(tokenizer_path, tmp)
+    _write_loss_csv(model_dir / "loss.csv", result.history)
+    write_json(model_dir / "metrics.json", result.metrics)
+    shutil.rmtree(work_dir)
+
+
+def summarize_training(metrics: list[dict], original_seed: int) -> dict:
+    """One JSON for all seeds: each model's final losses, and the alternates' spread."""
+    by_seed = {str(m["seed"]): {k: m[k] for k in ("train_loss", "val_loss", "steps", "train_seconds")}
+               for m in metrics}
+    val = np.array([m["val_loss"] for m in metrics])
+    return {
+        "original_seed": original_seed,
+        "val_loss_original": by_seed[str(original_seed)]["val_loss"],
+        "val_loss_mean": round(float(val.mean()), 6),
+        "val_loss_std": round(float(val.std(ddof=1)) if len(val) > 1 else 0.0, 6),
+        "models": by_seed,
+    }

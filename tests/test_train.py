@@ -1,0 +1,74 @@
+import numpy as np
+import pytest
+import torch
+
+from tinylens.model import ModelConfig
+from tinylens.train import BatchSampler, Phase, TrainConfig, summarize_training, train
+
+TINY = ModelConfig(vocab_size=8, block_size=8, n_embed=16, n_layer=2, n_head=2, dropout=0.1)
+
+
+def periodic_ids(n: int) -> np.ndarray:
+    """A perfectly predictable sequence: 0 1 2 ... 7 0 1 2 ..."""
+    return (np.arange(n) % 8).astype(np.uint8)
+
+
+def test_phases_and_checkpoint_steps_are_checked():
+    with pytest.raises(ValueError, match="strictly increasing"):
+        TrainConfig(seed=0, batch_size=2, phases=(Phase(10, 1e-3), Phase(5, 1e-4)), eval_interval=5, eval_iters=1)
+    with pytest.raises(ValueError, match="outside"):
+        TrainConfig(seed=0, batch_size=2, phases=(Phase(10, 1e-3),), eval_interval=5, eval_iters=1,
+                    checkpoint_steps=(11,))
+    cfg = TrainConfig(seed=0, batch_size=2, phases=(Phase(10, 1e-3), Phase(15, 1e-4)), eval_interval=5,
+                      eval_iters=1, checkpoint_steps=(0, 5))
+    assert [cfg.phase_at(s) for s in (0, 9, 10, 14)] == [0, 0, 1, 1]
+    assert cfg.save_steps == (0, 5, 15)
+
+
+def test_batch_sampler_is_reproducible_and_shifted():
+    ids = np.arange(100, dtype=np.uint8)
+    a = BatchSampler(ids, 8, 4, seed=3, device=torch.device("cpu"))
+    b = BatchSampler(ids, 8, 4, seed=3, device=torch.device("cpu"))
+    (xa, ya), (xb, yb) = a.sample(), b.sample()
+    assert torch.equal(xa, xb) and torch.equal(ya, yb)
+    assert torch.equal(xa[:, 1:], ya[:, :-1]) and xa.shape == (4, 8)
+
+
+def test_training_learns_and_writes_checkpoints(tmp_path):
+    cfg = TrainConfig(seed=1, batch_size=8, phases=(Phase(60, 3e-3), Phase(80, 3e-4)), eval_interval=20,
+                      eval_iters=2, checkpoint_steps=(0, 40))
+    ids = periodic_ids(2000)
+    result = train(TINY, cfg, ids[:1800], ids[1800:], tmp_path / "work", progress=False)
+    losses = [row["val_loss"] for row in result.history]
+    assert [row["step"] for row in result.history] == [0, 20, 40, 60, 80]
+    assert losses[-1] < 0.5 * losses[0]  # a periodic sequence is easy to learn
+    assert sorted(p.name for p in (tmp_path / "work/checkpoints").iterdir()) == [
+        "step_000000.safetensors", "step_000040.safetensors", "step_000080.safetensors"]
+    assert result.metrics["steps"] == 80 and result.metrics["tokens_seen"] == 80 * 8 * 8
+
+
+def test_resume_of_a_finished_run_returns_the_same_model(tmp_path):
+    cfg = TrainConfig(seed=2, batch_size=4, phases=(Phase(20, 1e-3),), eval_interval=10, eval_iters=1)
+    ids = periodic_ids(500)
+    first = train(TINY, cfg, ids[:400], ids[400:], tmp_path / "work", progress=False)
+    again = train(TINY, cfg, ids[:400], ids[400:], tmp_path / "work", progress=False)
+    for name, tensor in first.model.state_dict().items():
+        assert torch.equal(tensor, again.model.state_dict()[name])
+    assert again.history == first.history
+
+
+def test_resume_state_from_another_seed_is_refused(tmp_path):
+    ids = periodic_ids(500)
+    cfg = TrainConfig(seed=2, batch_size=4, phases=(Phase(10, 1e-3),), eval_interval=10, eval_iters=1)
+    train(TINY, cfg, ids[:400], ids[400:], tmp_path / "work", progress=False)
+    other = TrainConfig(seed=3, batch_size=4, phases=(Phase(10, 1e-3),), eval_interval=10, eval_iters=1)
+    with pytest.raises(ValueError, match="different model or seed"):
+        train(TINY, other, ids[:400], ids[400:], tmp_path / "work", progress=False)
+
+
+def test_summary_reports_each_seed_and_the_spread():
+    metrics = [{"seed": s, "train_loss": v - 0.1, "val_loss": v, "steps": 10, "train_seconds": 1.0}
+               for s, v in ((1337, 2.0), (88, 2.2))]
+    summary = summarize_training(metrics, 1337)
+    assert summary["val_loss_original"] == 2.0 and summary["models"]["88"]["val_loss"] == 2.2
+    assert summary["val_loss_mean"] == pytest.approx(2.1)
