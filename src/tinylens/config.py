@@ -1,0 +1,117 @@
+"""Workflow configuration: JSON Schema validation with errors that name the key, and preset resolution.
+
+The Snakefile calls :func:`validate_config` once, before any job is planned;
+rules then pass plain values from the resolved preset into the library. No
+library function reads the configuration itself.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from tinylens.model import ModelConfig
+from tinylens.train import Phase, TrainConfig
+
+
+class ConfigError(ValueError):
+    """The configuration does not match the schema; the message lists every problem by key."""
+
+
+def _key(path) -> str:
+    return ".".join(str(p) for p in path) or "<top level>"
+
+
+def _describe(error: jsonschema.ValidationError) -> list[str]:
+    where = _key(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = [k for k in error.instance if k not in allowed]
+        out = []
+        for key in extra:
+            full = _key([*error.absolute_path, key])
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            out.append(f"unknown config key '{full}'{hint}; allowed here: {', '.join(allowed)}")
+        return out
+    if error.validator == "required":
+        return [f"config key '{where}' is missing: {error.message}"]
+    if error.validator == "type":
+        expected = error.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        return [
+            f"config key '{where}' must be of type {expected}, "
+            f"got {error.instance!r} ({type(error.instance).__name__})"
+        ]
+    return [f"config key '{where}': {error.message}"]
+
+
+def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
+    """Constraints JSON Schema cannot say: cross-field ones, and that the chosen preset exists."""
+    problems = []
+    presets = config.get("presets", {})
+    if config.get("preset") not in presets:
+        problems.append(
+            f"config key 'preset' is {config.get('preset')!r}, which is not defined under 'presets'; "
+            f"choose one of: {', '.join(presets)}"
+        )
+    for name, preset in presets.items():
+        model, train = preset.get("model", {}), preset.get("train", {})
+        if model.get("n_embed", 1) % model.get("n_head", 1):
+            problems.append(
+                f"config key 'presets.{name}.model.n_embed' ({model['n_embed']}) must be divisible "
+                f"by 'presets.{name}.model.n_head' ({model['n_head']})"
+            )
+        ends = [p.get("until") for p in train.get("phases", [])]
+        if ends and ends != sorted(set(ends)):
+            problems.append(f"config key 'presets.{name}.train.phases': 'until' must strictly increase, got {ends}")
+        if ends and any(s > ends[-1] for s in train.get("checkpoint_steps", [])):
+            problems.append(
+                f"config key 'presets.{name}.train.checkpoint_steps' has steps after the last phase ends ({ends[-1]})"
+            )
+    return problems
+
+
+def validate_config(config: Mapping[str, Any], schema_path: str | Path) -> None:
+    """Raise :class:`ConfigError` listing every problem, each naming its key, or return silently."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    problems = [line for e in errors for line in _describe(e)]
+    if not problems:
+        problems = _semantic_problems(config)
+    if problems:
+        raise ConfigError(
+            "invalid configuration (config/config.yaml and --config overrides):\n  - "
+            + "\n  - ".join(problems)
+            + "\nFix the key in config/config.yaml or on the command line; config/schema.yaml lists what is allowed."
+        )
+
+
+def active_preset(config: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(config["presets"][config["preset"]])
+
+
+def all_seeds(config: Mapping[str, Any]) -> list[int]:
+    """The original seed first, then the alternates."""
+    return [config["seeds"]["original"], *config["seeds"]["alternates"]]
+
+
+def model_config(model: Mapping[str, Any], vocab_size: int) -> ModelConfig:
+    return ModelConfig(vocab_size=vocab_size, **model)
+
+
+def train_config(train: Mapping[str, Any], seed: int) -> TrainConfig:
+    return TrainConfig(
+        seed=seed,
+        batch_size=train["batch_size"],
+        phases=tuple(Phase(until=p["until"], lr=p["lr"]) for p in train["phases"]),
+        eval_interval=train["eval_interval"],
+        eval_iters=train["eval_iters"],
+        checkpoint_steps=tuple(train["checkpoint_steps"]),
+    )
