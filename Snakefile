@@ -1,0 +1,32 @@
+# tinylens: a reproducible workflow for how a small character-level transformer
+# predicts the next token. The stages live in rules/; see README.md.
+from pathlib import Path
+
+from snakemake.utils import min_version
+
+from tinylens.config import validate_config
+
+min_version("9.22")
+
+
+configfile: Path(workflow.basedir) / "config/config.yaml"
+
+
+# Stops here, before any job is planned, on an unknown key or a wrong type.
+validate_config(config, Path(workflow.basedir) / "config/schema.yaml")
+
+
+include: "rules/common.smk"
+include: "rules/corpus.smk"
+include: "rules/train.smk"
+include: "rules/sample.smk"
+include: "rules/figures.smk"
+
+
+rule all:
+    input:
+        results("metrics/corpus.json"),
+        results("metrics/training.json"),
+        expand(results("samples/seed{seed}.txt"), seed=SEEDS),
+        results("figures/loss_curves.png"),
+    default_target: True

@@ -1,0 +1,13 @@
+rule sample:
+    input:
+        weights=rules.train_model.output.weights,
+        config=rules.train_model.output.config,
+        tokenizer=rules.train_model.output.tokenizer,
+    output:
+        sample=results("samples/seed{seed}.txt"),
+    params:
+        **config["sample"],
+    log:
+        results("logs/sample_seed{seed}.log"),
+    script:
+        "../scripts/sample.py"

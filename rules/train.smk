@@ -1,0 +1,47 @@
+TRAIN = SETTINGS["train"]
+
+
+rule train_model:
+    input:
+        train=rules.tokenize.output.train,
+        val=rules.tokenize.output.val,
+        tokenizer=rules.tokenize.output.tokenizer,
+    output:
+        weights=results("models/seed{seed}/model.safetensors"),
+        config=results("models/seed{seed}/config.json"),
+        tokenizer=results("models/seed{seed}/tokenizer.json"),
+        metrics=results("models/seed{seed}/metrics.json"),
+        loss=results("models/seed{seed}/loss.csv"),
+        checkpoints=directory(results("models/seed{seed}/checkpoints")),
+    params:
+        seed=lambda wc: int(wc.seed),
+        model=SETTINGS["model"],
+        train={k: TRAIN[k] for k in ("batch_size", "phases", "eval_interval", "eval_iters", "checkpoint_steps")},
+        device=config["device"],
+        # Unfinished work (resume state, checkpoints so far) lives here, outside the
+        # outputs, so Snakemake never deletes it and a rerun resumes from it.
+        work_dir=lambda wc: results(f"models/seed{wc.seed}.partial"),
+    threads: TRAIN["threads"]
+    resources:
+        mem_mb=TRAIN["resources"]["mem_mb"],
+        runtime=TRAIN["resources"]["runtime"],
+        gpu=TRAIN["resources"]["gpu"],
+    log:
+        results("logs/train_seed{seed}.log"),
+    benchmark:
+        results("benchmarks/train_seed{seed}.tsv")
+    script:
+        "../scripts/train_model.py"
+
+
+rule training_summary:
+    input:
+        metrics=expand(results("models/seed{seed}/metrics.json"), seed=SEEDS),
+    output:
+        summary=results("metrics/training.json"),
+    params:
+        original=config["seeds"]["original"],
+    log:
+        results("logs/training_summary.log"),
+    script:
+        "../scripts/training_summary.py"

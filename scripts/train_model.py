@@ -1,0 +1,29 @@
+"""Train one model, resuming from its work directory if a previous attempt was interrupted (rule train_model)."""
+
+from pathlib import Path
+
+import torch
+
+from tinylens.config import model_config, train_config
+from tinylens.corpus import CharTokenizer, load_ids
+from tinylens.logs import log_to
+from tinylens.train import publish, select_device, train
+
+with log_to(snakemake.log[0]) as log:
+    params, out = snakemake.params, snakemake.output
+    torch.set_num_threads(snakemake.threads)
+    tokenizer = CharTokenizer.load(snakemake.input.tokenizer)
+    device = select_device(params.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    result = train(
+        model_config(params.model, tokenizer.vocab_size),
+        train_config(params.train, params.seed),
+        load_ids(snakemake.input.train),
+        load_ids(snakemake.input.val),
+        work_dir=params.work_dir,
+        device=device,
+    )
+    publish(result, params.work_dir, Path(out.weights).parent, snakemake.input.tokenizer)
+    log.info("seed %d: train loss %.4f, val loss %.4f; wrote %s", params.seed,
+             result.metrics["train_loss"], result.metrics["val_loss"], Path(out.weights).parent)

@@ -1,0 +1,179 @@
+"""End to end: the real Snakemake workflow on the `test` preset, on the shared corpus copy."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tinylens.corpus import CharTokenizer
+from tinylens.model import ModelConfig, Transformer
+from tinylens.train import LOSS_COLUMNS, METRICS_KEYS
+from tinylens.weights import load_weights
+
+pytestmark = pytest.mark.workflow
+
+SEEDS = [1337, 1442, 88, 99999]
+
+
+def snakemake_cmd(repo, workdir, *args, config=()):
+    """Snakemake on the repository's Snakefile, writing into ``workdir``. Targets go before --config."""
+    return [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "-d", str(workdir),
+            "--cores", "2", *args, "--config", *config]
+
+
+def run_snakemake(repo, workdir, *args, config=(), check=True):
+    proc = subprocess.run(snakemake_cmd(repo, workdir, *args, config=config), capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        pytest.fail(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def test_config(corpus_path):
+    return ["preset=test", f"corpus_url={corpus_path}"]
+
+
+@pytest.fixture(scope="session")
+def finished_run(repo, tmp_path_factory, test_config):
+    """The whole `test` preset, run once for this session."""
+    workdir = tmp_path_factory.mktemp("workflow")
+    run_snakemake(repo, workdir, config=test_config)
+    return workdir / "results/test"
+
+
+@pytest.fixture(scope="session")
+def test_preset(config):
+    return config["presets"]["test"]
+
+
+def test_every_model_beats_the_unigram_entropy(finished_run, corpus_path, test_preset):
+    text = corpus_path.read_text()[: test_preset["corpus_chars"]]
+    _, counts = np.unique(np.frombuffer(text.encode(), dtype=np.uint8), return_counts=True)
+    p = counts / counts.sum()
+    unigram = float(-(p * np.log(p)).sum())
+    assert 3.0 < unigram < 3.5
+    for seed in SEEDS:
+        metrics = json.loads((finished_run / f"models/seed{seed}/metrics.json").read_text())
+        assert metrics["val_loss"] < unigram - 0.5, (seed, metrics["val_loss"], unigram)
+        assert metrics["seed"] == seed
+    summary = json.loads((finished_run / "metrics/training.json").read_text())
+    assert set(summary["models"]) == {str(s) for s in SEEDS}
+
+
+def test_metrics_json_has_the_keys_the_readme_documents(finished_run, repo):
+    readme = (repo / "README.md").read_text()
+    section = readme.split("<!-- metrics-keys -->")[1]
+    documented = re.findall(r"^\| `(\w+)` \|", section, flags=re.M)
+    assert documented, "README lost its metrics.json key table"
+    assert tuple(documented) == METRICS_KEYS
+    for seed in SEEDS:
+        metrics = json.loads((finished_run / f"models/seed{seed}/metrics.json").read_text())
+        assert list(metrics) == documented
+
+
+def test_every_checkpoint_loads_and_the_last_is_the_model(finished_run, test_preset):
+    expected_steps = sorted(set(test_preset["train"]["checkpoint_steps"]) | {test_preset["train"]["phases"][-1]["until"]})
+    for seed in SEEDS:
+        model_dir = finished_run / f"models/seed{seed}"
+        cfg = ModelConfig.from_json(model_dir / "config.json")
+        checkpoints = sorted((model_dir / "checkpoints").glob("step_*.safetensors"))
+        assert [int(p.stem.split("_")[1]) for p in checkpoints] == expected_steps
+        for path in checkpoints:
+            load_weights(Transformer(cfg), path)
+        final, model = load_file(checkpoints[-1]), load_file(model_dir / "model.safetensors")
+        assert all(torch.equal(final[k], model[k]) for k in model)
+        first = load_file(checkpoints[0])
+        assert not torch.equal(first["lm_head.weight"], model["lm_head.weight"])
+
+
+def test_loss_csv_has_an_estimate_every_eval_interval(finished_run, test_preset):
+    train = test_preset["train"]
+    lines = (finished_run / "models/seed1337/loss.csv").read_text().splitlines()
+    assert tuple(lines[0].split(",")) == LOSS_COLUMNS
+    steps = [int(line.split(",")[0]) for line in lines[1:]]
+    assert steps == list(range(0, train["phases"][-1]["until"] + 1, train["eval_interval"]))
+
+
+def test_every_sample_decodes_from_the_prompt(finished_run, config):
+    vocab = set(CharTokenizer.load(finished_run / "data/tokenizer.json").vocab)
+    prompt, n = config["sample"]["prompt"], config["sample"]["num_chars"]
+    texts = []
+    for seed in SEEDS:
+        text = (finished_run / f"samples/seed{seed}.txt").read_text().removesuffix("\n")
+        assert text.startswith(prompt) and len(text) == len(prompt) + n
+        assert set(text) <= vocab
+        texts.append(text)
+    assert len(set(texts)) == len(SEEDS)
+
+
+def test_figure_is_a_real_image(finished_run):
+    import matplotlib.image as mpimg
+
+    image = mpimg.imread(finished_run / "figures/loss_curves.png")
+    assert image.shape[0] > 300 and image.shape[1] > 500
+
+
+def test_nothing_unfinished_is_left_and_a_rerun_plans_nothing(finished_run, repo, test_config):
+    assert not list(finished_run.rglob("*.partial")) and not list(finished_run.rglob(".tmp-*"))
+    proc = run_snakemake(repo, finished_run.parent.parent, "-n", config=test_config)
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_killed_training_resumes_to_identical_weights(finished_run, repo, tmp_path, test_config):
+    target = "results/test/models/seed1337/model.safetensors"
+    work = tmp_path / "results/test/models/seed1337.partial"
+    proc = subprocess.Popen(snakemake_cmd(repo, tmp_path, target, config=test_config),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not (work / "checkpoints/step_000100.safetensors").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "training never reached step 100"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)  # kill -9 of snakemake and the training job
+    proc.wait()
+    assert not (tmp_path / target).exists(), "training finished before it could be interrupted"
+    assert (work / "resume.pt").exists()
+
+    run_snakemake(repo, tmp_path, "--unlock", config=test_config)
+    run_snakemake(repo, tmp_path, target, config=test_config)
+    log = (tmp_path / "results/test/logs/train_seed1337.log").read_text()
+    assert re.search(r"resuming .* from step (0|100) of 300", log)
+    resumed, uninterrupted = load_file(tmp_path / target), load_file(finished_run / "models/seed1337/model.safetensors")
+    assert all(torch.equal(resumed[k], uninterrupted[k]) for k in uninterrupted)
+    assert (tmp_path / "results/test/models/seed1337/loss.csv").read_text().count("\n") == \
+        (finished_run / "models/seed1337/loss.csv").read_text().count("\n")
+    assert not work.exists()
+
+
+def test_config_typo_stops_before_any_job(repo, tmp_path, test_config):
+    proc = run_snakemake(repo, tmp_path, config=[*test_config, "corpus_ulr=/x"], check=False)
+    assert proc.returncode != 0
+    assert "unknown config key 'corpus_ulr' (did you mean 'corpus_url'?)" in proc.stderr
+    proc = run_snakemake(repo, tmp_path, config=[*test_config, "device=3"], check=False)
+    assert proc.returncode != 0 and "config key 'device'" in proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_checksum_mismatch_stops_the_run_and_keeps_nothing(repo, tmp_path, test_config):
+    proc = run_snakemake(repo, tmp_path, config=[*test_config, "corpus_sha256=" + "ab" * 32], check=False)
+    assert proc.returncode != 0
+    assert "checksum mismatch" in proc.stderr
+    data = tmp_path / "results/test/data"
+    assert not data.exists() or not any(data.iterdir())
+    assert not (tmp_path / "results/test/models").exists()
+
+
+def test_paper_preset_plans_four_training_jobs(repo, tmp_path):
+    proc = run_snakemake(repo, tmp_path, "-n", config=["preset=paper"])
+    out = proc.stdout + proc.stderr
+    assert re.search(r"^train_model\s+4$", out, flags=re.M), out[-2000:]
+    assert "results/paper/models/seed1337/model.safetensors" in out
+    assert re.search(r"^sample\s+4$", out, flags=re.M)
