@@ -250,6 +250,9 @@ def train(
         if not (resumed and step == start):
             if step % cfg.eval_interval == 0 or step == cfg.max_steps:
                 losses = estimate_loss(model, eval_samplers, cfg.eval_iters, device)
+                if not all(map(math.isfinite, losses.values())):
+                    raise FloatingPointError(f"loss estimate {losses} at step {step} is not finite; "
+                                             "lower the learning rate")
                 history.append({
                     "step": step, "train_loss": round(losses["train"], 6), "val_loss": round(losses["val"], 6),
                     "lr": cfg.phases[cfg.phase_at(min(step, cfg.max_steps - 1))].lr,
