@@ -155,12 +155,15 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(cfg.n_embed)
         self.ffwd = FeedForward(cfg)
 
-    def forward(self, x: Tensor, record: dict[str, Tensor] | None = None) -> Tensor:
-        """x: [batch pos d_model]. If ``record`` is a dict, fill it with this block's activations."""
-        sa_out, pattern = self.sa(self.ln1(x), return_pattern=record is not None)
+    def forward(self, x: Tensor, record: dict[str, Tensor] | None = None, patterns: bool = True) -> Tensor:
+        """x: [batch pos d_model]. If ``record`` is a dict, fill it with this block's activations
+        (the attention pattern only if ``patterns``: computing it needs the slower explicit softmax)."""
+        sa_out, pattern = self.sa(self.ln1(x), return_pattern=record is not None and patterns)
         ffwd_out = self.ffwd(self.ln2(x + sa_out))
         if record is not None:
-            record.update(block_input=x, sa_out=sa_out, ffwd_out=ffwd_out, attn_pattern=pattern)
+            record.update(block_input=x, sa_out=sa_out, ffwd_out=ffwd_out)
+            if pattern is not None:
+                record["attn_pattern"] = pattern
         return x + sa_out + ffwd_out
 
 
@@ -208,7 +211,7 @@ class Transformer(nn.Module):
         return logits, loss
 
     def forward_with_activations(
-        self, idx: Tensor, positions: Positions = "last"
+        self, idx: Tensor, positions: Positions = "last", patterns: bool = True
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """Forward pass that also returns every block's activations, stacked over blocks.
 
@@ -219,7 +222,8 @@ class Transformer(nn.Module):
         ``positions="last"`` the ``pos`` axis of the logits and of the
         activations (the query axis of the pattern) is dropped, keeping the last
         position only: ``[batch vocab]``, ``[block batch d_model]`` and
-        ``[block batch n_heads pos]``.
+        ``[block batch n_heads pos]``. ``patterns=False`` leaves out
+        ``attn_pattern`` and uses the fused attention kernel.
         """
         if positions not in ("last", "all"):
             raise ValueError(f"positions must be 'last' or 'all', not {positions!r}")
@@ -227,16 +231,14 @@ class Transformer(nn.Module):
         per_block: list[dict[str, Tensor]] = []
         for block in self.blocks:
             record: dict[str, Tensor] = {}
-            x = block(x, record=record)
+            x = block(x, record=record, patterns=patterns)
+            if positions == "last":  # slice before stacking: the other positions are never copied
+                record = {k: v[:, :, -1] if k == "attn_pattern" else v[:, -1] for k, v in record.items()}
             per_block.append(record)
-        logits = self.unembed(x)
-        acts = {name: torch.stack([r[name] for r in per_block]) for name in ACTIVATION_NAMES}
+        logits = self.unembed(x[:, -1:] if positions == "last" else x)
         if positions == "last":
-            logits = logits[:, -1]
-            acts = {
-                name: t[:, :, :, -1] if name == "attn_pattern" else t[:, :, -1]
-                for name, t in acts.items()
-            }
+            logits = logits[:, 0]
+        acts = {name: torch.stack([r[name] for r in per_block]) for name in ACTIVATION_NAMES if name in per_block[0]}
         return logits, acts
 
     @torch.no_grad()

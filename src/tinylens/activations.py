@@ -1,0 +1,93 @@
+"""Activation dumps in Parquet (method.md §4).
+
+Each string is run as its own sequence (positions 0..n-1, eval mode) and the
+last position's activations are kept. One file per block,
+``block{b}.parquet``, with one fixed-size-list column per activation kind
+(names from :data:`tinylens.model.ACTIVATION_NAMES`), rows in the order of the
+strings; and ``logits.parquet`` with the model's last-position logits.
+Batches stream to disk, so memory stays at one batch whatever the scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from tqdm.auto import tqdm
+
+from tinylens.corpus import CharTokenizer
+from tinylens.model import Transformer
+from tinylens.tables import REMEDY, Schema, fixed_list_to_numpy, open_table, read_table, table_writer
+
+VECTOR_KINDS = ("block_input", "sa_out", "ffwd_out")
+
+
+def block_schema(kinds: Sequence[str], d_model: int) -> Schema:
+    unknown = set(kinds) - set(VECTOR_KINDS)
+    if unknown:
+        raise ValueError(f"unknown activation kinds {sorted(unknown)}; choose from {VECTOR_KINDS}")
+    return Schema("activations", {k: pa.list_(pa.float32(), d_model) for k in kinds})
+
+
+def logits_schema(vocab_size: int) -> Schema:
+    return Schema("logits", {"logits": pa.list_(pa.float32(), vocab_size)})
+
+
+def block_path(directory: str | Path, block: int) -> Path:
+    return Path(directory) / f"block{block}.parquet"
+
+
+@torch.no_grad()
+def dump_activations(model: Transformer, tokenizer: CharTokenizer, strings: Sequence[str],
+                     out_dir: str | Path, kinds: Sequence[str], batch_size: int = 4096,
+                     progress: bool = True) -> None:
+    """Write ``block{b}.parquet`` for every block and ``logits.parquet`` into ``out_dir``."""
+    model.eval()
+    device = next(model.parameters()).device
+    cfg = model.config
+    n = len(strings[0])
+    if any(len(s) != n for s in strings):
+        raise ValueError("all strings of one dump must have the same length")
+    ids = tokenizer.encode("".join(strings)).reshape(len(strings), n)  # [strings pos]
+    schema = block_schema(kinds, cfg.n_embed)
+    with ExitStack() as stack:
+        writers = [stack.enter_context(table_writer(block_path(out_dir, b), schema)) for b in range(cfg.n_layer)]
+        write_logits = stack.enter_context(table_writer(Path(out_dir) / "logits.parquet", logits_schema(cfg.vocab_size)))
+        for start in tqdm(range(0, len(strings), batch_size), disable=not progress, unit="batch",
+                          desc=f"dumping {len(strings):,} strings"):
+            batch = torch.from_numpy(ids[start : start + batch_size].astype(np.int64)).to(device)
+            logits, acts = model.forward_with_activations(batch, positions="last", patterns=False)
+            for b, write in enumerate(writers):
+                write({k: acts[k][b].float().cpu().numpy() for k in kinds})
+            write_logits({"logits": logits.float().cpu().numpy()})
+
+
+def load_block(directory: str | Path, block: int, kind: str, d_model: int, n_rows: int | None = None) -> np.ndarray:
+    """One activation kind of one block as float32 [rows d_model], checked against the schema."""
+    path = block_path(directory, block)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing; {REMEDY}")
+    try:
+        names = pq.read_schema(path).names
+    except (pa.ArrowInvalid, OSError) as err:
+        raise ValueError(f"{path} is truncated or not a Parquet file ({err}); {REMEDY}") from None
+    # A dump holds any subset of the kinds; check the file against the subset it declares.
+    schema = block_schema([k for k in VECTOR_KINDS if k in names] or [kind], d_model)
+    file = open_table(path, schema)
+    if kind not in schema.columns:
+        raise ValueError(f"{path} has no '{kind}' column (it has {names}); add it to the preset's "
+                         "activation kinds and rerun the dump")
+    if n_rows is not None and file.metadata.num_rows != n_rows:
+        raise ValueError(f"{path} has {file.metadata.num_rows} rows but its string table has {n_rows}: "
+                         f"it is from another run; {REMEDY}")
+    return fixed_list_to_numpy(file.read(columns=[kind])[kind])
+
+
+def load_logits(directory: str | Path, vocab_size: int) -> np.ndarray:
+    path = Path(directory) / "logits.parquet"
+    return fixed_list_to_numpy(read_table(path, logits_schema(vocab_size))["logits"])

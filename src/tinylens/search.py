@@ -1,0 +1,232 @@
+"""Exact cosine-similarity search, streamed, summarised by threshold bin (method.md §5).
+
+For every prompt and block, the strings whose cosine similarity with the
+prompt exceeds a threshold. Tuning and evaluation only need, per prompt,
+block and threshold, the number of matching strings and the sum of their
+next-token counts, so that is all this keeps: similarities fall into bins
+``(edge_k, edge_k+1]`` of a grid from 0.70 upward (the last bin is open), and
+"cos > edge_k" is the sum of bins ``k`` and above.
+
+Exactness: similarities are screened in float32 on unit vectors, one
+(prompt chunk x string chunk) tile at a time, so the dense prompts x strings
+matrix never exists. Any pair whose float32 cosine lies within a rounding
+margin of a bin edge is recomputed in float64 from the stored activations,
+so every bin assignment equals the float64 computation
+``(p . s) / (|p| |s|)`` of :func:`search_block_bruteforce`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import torch
+from tqdm.auto import tqdm
+
+from tinylens.tables import Schema
+
+
+def threshold_edges(start: float, step: float, count: int) -> np.ndarray:
+    """Bin edges ``start, start+step, ...`` (rounded, so 0.95 is the float 0.95)."""
+    return np.round(start + step * np.arange(count), 10)
+
+
+def summary_schema(n_bins: int, vocab_size: int) -> Schema:
+    return Schema("search summary", {
+        "prompt_id": pa.int32(),
+        "block": pa.int8(),
+        "bin_matches": pa.list_(pa.uint32(), n_bins),  # strings with cosine in each bin
+        "bin_counts": pa.list_(pa.uint32(), n_bins * vocab_size),  # [bins vocab] summed next-token counts
+    })
+
+
+@dataclass(frozen=True)
+class CountsCSR:
+    """Sparse next-token counts: string i has tokens ``token[indptr[i]:indptr[i+1]]`` with ``count[...]``."""
+
+    indptr: np.ndarray
+    token: np.ndarray
+    count: np.ndarray
+    vocab_size: int
+
+    @classmethod
+    def from_dense(cls, counts: np.ndarray, members: np.ndarray | None = None) -> CountsCSR:
+        """``members``: strings outside the searched set get no counts."""
+        counts = np.asarray(counts)
+        if members is not None:
+            counts = counts * members[:, None]
+        rows, cols = np.nonzero(counts)
+        indptr = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=len(counts)), out=indptr[1:])
+        return cls(indptr, cols.astype(np.int64), counts[rows, cols].astype(np.float64), counts.shape[1])
+
+
+def rounding_margin(d_model: int) -> float:
+    """Bound on |float32 cosine of unit vectors - exact cosine|: d u for the dot product
+    plus a few u for normalising, u = 2**-24; doubled for safety."""
+    return 2 * (d_model + 4) * 2.0**-24
+
+
+def _unit_float32(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(float32 unit vectors, float64 norms) of the rows of ``x``; zero rows stay zero."""
+    norms = np.sqrt(np.einsum("ij,ij->i", x.astype(np.float64), x.astype(np.float64)))
+    safe = np.where(norms > 0, norms, 1.0)
+    return (x / safe[:, None]).astype(np.float32), norms
+
+
+def exact_cosines(prompts: np.ndarray, p_norms: np.ndarray, strings: np.ndarray, s_norms: np.ndarray,
+                  pi: np.ndarray, si: np.ndarray) -> np.ndarray:
+    """float64 ``(p . s) / (|p| |s|)`` for the pairs (pi, si); 0 where a vector is zero."""
+    dots = np.einsum("ij,ij->i", prompts[pi].astype(np.float64), strings[si].astype(np.float64))
+    denom = p_norms[pi] * s_norms[si]
+    # Clipped: a vector's cosine with itself is 1 up to an ulp either way, and must land in one bin.
+    return np.clip(np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0), -1.0, 1.0)
+
+
+def _bins(cos: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Bin k for cos in (edges[k], edges[k+1]], -1 at or below edges[0]."""
+    return np.searchsorted(edges, cos, side="left") - 1
+
+
+def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, edges: np.ndarray,
+                 members: np.ndarray | None = None, prompt_chunk: int = 256, string_chunk: int = 32768,
+                 progress: bool = False, desc: str = "search") -> tuple[np.ndarray, np.ndarray]:
+    """Binned matches of every prompt against every string, for one block.
+
+    prompts: [n_prompts d_model], strings: [n_strings d_model] (float32 activations);
+    ``edges`` must be a uniform grid (:func:`threshold_edges`).
+    Returns ``(bin_matches [n_prompts n_bins], bin_counts [n_prompts n_bins vocab])``, int64.
+    """
+    n_p, n_s, n_bins, vocab = len(prompts), len(strings), len(edges), counts.vocab_size
+    edges64 = np.asarray(edges, dtype=np.float64)
+    start, step = float(edges64[0]), float(edges64[1] - edges64[0]) if n_bins > 1 else 1.0
+    if n_bins > 1 and not np.allclose(np.diff(edges64), step, rtol=0, atol=1e-12):
+        raise ValueError("threshold edges must be a uniform grid")
+    margin = rounding_margin(prompts.shape[1])
+    p_unit, p_norms = _unit_float32(prompts)
+    s_unit, s_norms = _unit_float32(strings)
+    if members is not None:
+        # NaN compares false with any edge: strings outside the set never pass the screen.
+        s_unit[~np.asarray(members, dtype=bool)] = np.nan
+    s_unit_t = torch.from_numpy(s_unit)
+    # Strings with a single next token (most of them) skip the sparse expansion.
+    n_tokens = np.diff(counts.indptr)
+    first = np.minimum(counts.indptr[:-1], max(len(counts.token) - 1, 0))
+    single_token = torch.from_numpy(np.where(n_tokens == 1, counts.token[first], 0) if len(counts.token) else np.zeros(n_s, np.int64))
+    single_count = torch.from_numpy(np.where(n_tokens == 1, counts.count[first], 0.0) if len(counts.token) else np.zeros(n_s))
+    multi = torch.from_numpy(n_tokens > 1)
+    inv_step, margin_bins = 1.0 / step, margin / step
+    matches = np.zeros((n_p, n_bins), dtype=np.int64)
+    summed = np.zeros((n_p, n_bins * vocab), dtype=np.float64)
+    tiles = [(p0, s0) for p0 in range(0, n_p, prompt_chunk) for s0 in range(0, n_s, string_chunk)]
+    for p0, s0 in tqdm(tiles, disable=not progress, desc=desc, unit="tile", mininterval=5):
+        p_tile = torch.from_numpy(p_unit[p0 : p0 + prompt_chunk])
+        s_tile = s_unit_t[s0 : s0 + string_chunk]
+        rows, width = len(p_tile), len(s_tile)
+        cos32 = (p_tile @ s_tile.T).view(-1)  # [prompt_chunk * string_chunk], one tile at a time
+        flat_idx = torch.nonzero(cos32 > start - margin).squeeze(1)
+        if len(flat_idx) == 0:
+            continue
+        u = (cos32[flat_idx] - start) * inv_step  # position on the grid, in bins (float32 is ample here)
+        k = torch.ceil(u).long() - 1  # bin (edge_k, edge_k+1]
+        pi, si = flat_idx // width, flat_idx % width + s0
+        # Pairs within the rounding margin of an edge get their exact float64 cosine.
+        borderline = torch.nonzero((u - torch.round(u)).abs() <= margin_bins + 1e-6).squeeze(1)
+        if len(borderline):
+            bp, bs = pi[borderline].numpy() + p0, si[borderline].numpy()
+            exact = exact_cosines(prompts, p_norms, strings, s_norms, bp, bs)
+            k[borderline] = torch.from_numpy(_bins(exact, edges64))
+        keep = k >= 0
+        if not bool(keep.all()):
+            pi, si, k = pi[keep], si[keep], k[keep]
+        k = k.clamp_(max=n_bins - 1)
+        slot = pi * n_bins + k  # [pairs] (prompt in tile, bin)
+        matches[p0 : p0 + rows] += torch.bincount(slot, minlength=rows * n_bins).view(rows, n_bins).numpy()
+        flat = torch.bincount(slot * vocab + single_token[si], weights=single_count[si],
+                              minlength=rows * n_bins * vocab)
+        many = torch.nonzero(multi[si]).squeeze(1)
+        if len(many):  # expand each such pair into its string's nonzero next-token counts
+            m_slot, m_si = slot[many].numpy(), si[many].numpy()
+            start_m, length = counts.indptr[m_si], counts.indptr[m_si + 1] - counts.indptr[m_si]
+            pair = np.repeat(np.arange(len(m_si)), length)
+            entry = start_m[pair] + (np.arange(len(pair)) - np.repeat(np.cumsum(length) - length, length))
+            flat += torch.from_numpy(np.bincount(m_slot[pair] * vocab + counts.token[entry],
+                                                 weights=counts.count[entry], minlength=rows * n_bins * vocab))
+        summed[p0 : p0 + rows] += flat.view(rows, n_bins * vocab).numpy()
+    return matches, np.rint(summed).astype(np.int64).reshape(n_p, n_bins, vocab)
+
+
+def search_block_bruteforce(prompts: np.ndarray, strings: np.ndarray, counts: np.ndarray, edges: np.ndarray,
+                            members: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Reference: the dense float64 cosine matrix, binned. Same outputs as :func:`search_block`.
+
+    Memory is O(n_prompts x n_strings): for tests, verification samples and small slices.
+    """
+    p, s = prompts.astype(np.float64), strings.astype(np.float64)
+    pn, sn = np.linalg.norm(p, axis=1), np.linalg.norm(s, axis=1)
+    denom = np.outer(pn, sn)
+    cos = np.clip(np.divide(p @ s.T, denom, out=np.zeros_like(denom), where=denom > 0), -1.0, 1.0)
+    k = _bins(cos, np.asarray(edges, dtype=np.float64))  # [prompts strings]
+    if members is not None:
+        k[:, ~members] = -1
+    counts64 = np.asarray(counts, dtype=np.float64)  # integer sums below 2**53 are exact
+    matches = np.zeros((len(p), len(edges)), dtype=np.int64)
+    summed = np.zeros((len(p), len(edges), counts64.shape[1]), dtype=np.int64)
+    for b in range(len(edges)):  # one bin at a time keeps memory at one [prompts strings] matrix
+        in_bin = (k == b).astype(np.float64)
+        matches[:, b] = in_bin.sum(axis=1)
+        summed[:, b] = np.rint(in_bin @ counts64).astype(np.int64)
+    return matches, summed
+
+
+def cumulative(binned: np.ndarray, axis: int) -> np.ndarray:
+    """From per-bin values to "above edge k" values: reverse cumulative sum along ``axis``."""
+    return np.flip(np.cumsum(np.flip(binned, axis=axis), axis=axis), axis=axis)
+
+
+def search_prompts(prompt_blocks: Sequence[np.ndarray], string_blocks, counts: CountsCSR, edges: np.ndarray,
+                   members: np.ndarray | None = None, progress: bool = True, **chunks) -> tuple[np.ndarray, np.ndarray]:
+    """All blocks: ``string_blocks`` is a callable ``block -> [n_strings d_model]`` array, so only one
+    block's strings are in memory at a time. Returns ``(matches [prompts blocks bins],
+    counts [prompts blocks bins vocab])``."""
+    results = [search_block(p, string_blocks(b), counts, edges, members, progress=progress,
+                            desc=f"block {b}", **chunks) for b, p in enumerate(prompt_blocks)]
+    return np.stack([r[0] for r in results], axis=1), np.stack([r[1] for r in results], axis=1)
+
+
+def write_summary(path, prompt_ids: np.ndarray, matches: np.ndarray, counts: np.ndarray) -> None:
+    """One row per (prompt, block). matches: [prompts blocks bins], counts: [prompts blocks bins vocab]."""
+    from tinylens.tables import write_table
+
+    n_p, n_b, n_bins, vocab = counts.shape
+    if counts.max(initial=0) >= 2**32 or matches.max(initial=0) >= 2**32:
+        raise OverflowError("binned counts exceed uint32")
+    write_table(path, summary_schema(n_bins, vocab), {
+        "prompt_id": np.repeat(np.asarray(prompt_ids, dtype=np.int32), n_b),
+        "block": np.tile(np.arange(n_b, dtype=np.int8), n_p),
+        "bin_matches": matches.reshape(n_p * n_b, n_bins).astype(np.uint32),
+        "bin_counts": counts.reshape(n_p * n_b, n_bins * vocab).astype(np.uint32),
+    })
+
+
+def load_summary(paths: Sequence, n_blocks: int, n_bins: int, vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Read search summaries (one per shard, or the gathered one) back into
+    ``(prompt_ids [P], matches [P blocks bins], counts [P blocks bins vocab])``, sorted by prompt."""
+    from tinylens.tables import fixed_list_to_numpy, read_table
+
+    schema = summary_schema(n_bins, vocab_size)
+    tables = [read_table(p, schema) for p in paths]
+    ids = np.concatenate([t["prompt_id"].to_numpy() for t in tables])
+    blocks = np.concatenate([t["block"].to_numpy() for t in tables]).astype(np.int64)
+    matches = np.concatenate([fixed_list_to_numpy(t["bin_matches"]) for t in tables])
+    counts = np.concatenate([fixed_list_to_numpy(t["bin_counts"]) for t in tables])
+    order = np.lexsort((blocks, ids))
+    ids, blocks = ids[order], blocks[order]
+    prompt_ids = ids[::n_blocks]
+    if len(ids) != len(prompt_ids) * n_blocks or not np.array_equal(blocks, np.tile(np.arange(n_blocks), len(prompt_ids))):
+        raise ValueError(f"search summary {paths} does not hold all {n_blocks} blocks for every prompt; "
+                         "rerun the search (snakemake --forcerun search_shard)")
+    return (prompt_ids, matches[order].reshape(-1, n_blocks, n_bins).astype(np.int64),
+            counts[order].reshape(-1, n_blocks, n_bins, vocab_size).astype(np.int64))

@@ -1,0 +1,114 @@
+"""Parquet tables with a written-down schema: checked on every read, written atomically.
+
+Every table the workflow writes has a :class:`Schema` (column names, Arrow
+types, fixed-size list widths) in the module that owns it. Readers call
+:func:`read_table` / :func:`open_table`, which reject a truncated file, a
+file that is not Parquet, or one whose columns or types differ, saying which
+file, what was expected and what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tinylens.atomic import atomic_path
+
+REMEDY = "rerun the rule that writes it (snakemake --forcerun <rule>) or restore it with `dvc pull`"
+
+
+@dataclass(frozen=True)
+class Schema:
+    name: str
+    columns: Mapping[str, pa.DataType]
+
+    def arrow(self) -> pa.Schema:
+        return pa.schema([pa.field(k, v, nullable=False) for k, v in self.columns.items()])
+
+    def check(self, found: pa.Schema, path: str | Path) -> None:
+        expected = {k: _type_name(v) for k, v in self.columns.items()}
+        actual = {f.name: _type_name(f.type) for f in found}
+        if expected != actual:
+            missing = {k: v for k, v in expected.items() if k not in actual}
+            wrong = {k: (v, actual[k]) for k, v in expected.items() if k in actual and actual[k] != v}
+            extra = sorted(set(actual) - set(expected))
+            raise ValueError(
+                f"{path} is not a tinylens {self.name} table: missing columns {missing}, "
+                f"wrong types {{column: (expected, found)}} {wrong}, unexpected columns {extra}; {REMEDY}"
+            )
+
+
+def _type_name(dtype: pa.DataType) -> str:
+    """Type as text, ignoring the item name of list types (Parquet renames it)."""
+    if isinstance(dtype, pa.FixedSizeListType):
+        return f"fixed_size_list<{dtype.value_type}>[{dtype.list_size}]"
+    return str(dtype)
+
+
+def to_arrow(values, dtype: pa.DataType) -> pa.Array:
+    """A column from a list or numpy array; 2-D arrays become fixed-size lists."""
+    if isinstance(dtype, pa.FixedSizeListType):
+        arr = np.ascontiguousarray(values)
+        if arr.ndim != 2 or arr.shape[1] != dtype.list_size:
+            raise ValueError(f"expected a [rows {dtype.list_size}] array for a list column of width "
+                             f"{dtype.list_size}, got shape {arr.shape}")
+        flat = pa.array(arr.reshape(-1), type=dtype.value_type)
+        return pa.FixedSizeListArray.from_arrays(flat, dtype.list_size)
+    return pa.array(values, type=dtype)
+
+
+def to_record_batch(schema: Schema, columns: Mapping[str, object]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([to_arrow(columns[k], t) for k, t in schema.columns.items()],
+                                      schema=schema.arrow())
+
+
+def write_table(path: str | Path, schema: Schema, columns: Mapping[str, object]) -> None:
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.Table.from_batches([to_record_batch(schema, columns)]), tmp, compression="zstd")
+
+
+@contextmanager
+def table_writer(path: str | Path, schema: Schema, compression: str = "zstd") -> Iterator:
+    """Stream record batches into ``path``; the file appears only if the block completes.
+
+    Yields a function taking a mapping of columns for one batch.
+    """
+    with atomic_path(path) as tmp:
+        writer = pq.ParquetWriter(tmp, schema.arrow(), compression=compression)
+        try:
+            yield lambda columns: writer.write_batch(to_record_batch(schema, columns))
+        finally:
+            writer.close()
+
+
+def open_table(path: str | Path, schema: Schema) -> pq.ParquetFile:
+    """Open ``path`` for reading and check its schema without reading the data."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing; {REMEDY}")
+    try:
+        file = pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise ValueError(f"{path} is truncated or not a Parquet file ({err}); {REMEDY}") from None
+    schema.check(file.schema_arrow, path)
+    return file
+
+
+def read_table(path: str | Path, schema: Schema, columns: Sequence[str] | None = None) -> pa.Table:
+    file = open_table(path, schema)
+    try:
+        return file.read(columns=columns)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise ValueError(f"{path} is damaged ({err}); {REMEDY}") from None
+
+
+def fixed_list_to_numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A fixed-size list column as a 2-D numpy array [rows list_size]."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    return arr.flatten().to_numpy(zero_copy_only=False).reshape(len(arr), arr.type.list_size)

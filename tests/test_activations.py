@@ -1,0 +1,141 @@
+import numpy as np
+import pytest
+import torch
+
+from tinylens.activations import (
+    VECTOR_KINDS,
+    block_path,
+    block_schema,
+    dump_activations,
+    load_block,
+    load_logits,
+)
+from tinylens.corpus import CharTokenizer
+from tinylens.model import ModelConfig, Transformer
+
+CFG = ModelConfig(vocab_size=65, block_size=16, n_embed=16, n_layer=3, n_head=2, dropout=0.0)
+N_STRINGS = 300
+
+
+@pytest.fixture(scope="module")
+def tokenizer(corpus_path) -> CharTokenizer:
+    tok = CharTokenizer.fit(corpus_path.read_text())
+    assert tok.vocab_size == CFG.vocab_size
+    return tok
+
+
+@pytest.fixture(scope="module")
+def model() -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(CFG).eval()
+
+
+@pytest.fixture(scope="module")
+def strings(tokenizer) -> list[str]:
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, tokenizer.vocab_size, size=(N_STRINGS, 10))
+    return [tokenizer.decode(row) for row in ids]
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory, model, tokenizer, strings):
+    out = tmp_path_factory.mktemp("acts")
+    dump_activations(model, tokenizer, strings, out, VECTOR_KINDS, batch_size=64, progress=False)  # 5 batches
+    return out
+
+
+def _direct(model, tokenizer, s: str):
+    ids = torch.from_numpy(tokenizer.encode(s).astype(np.int64))[None]
+    with torch.no_grad():
+        return model.forward_with_activations(ids, positions="last")
+
+
+def test_dump_writes_one_file_per_block_and_logits(dump):
+    assert sorted(p.name for p in dump.iterdir()) == [f"block{b}.parquet" for b in range(CFG.n_layer)] + [
+        "logits.parquet"]
+
+
+def test_dumped_rows_equal_a_direct_forward_of_each_string(dump, model, tokenizer, strings):
+    blocks = {(b, k): load_block(dump, b, k, CFG.n_embed, n_rows=N_STRINGS)
+              for b in range(CFG.n_layer) for k in VECTOR_KINDS}
+    logits = load_logits(dump, CFG.vocab_size)
+    assert logits.shape == (N_STRINGS, CFG.vocab_size) and logits.dtype == np.float32
+    for arr in blocks.values():
+        assert arr.shape == (N_STRINGS, CFG.n_embed) and arr.dtype == np.float32
+    rows = [0, 63, 64, 65, 200, N_STRINGS - 1] + list(np.random.default_rng(1).choice(N_STRINGS, 6, replace=False))
+    for row in rows:  # first/last rows of batches and random ones
+        direct_logits, acts = _direct(model, tokenizer, strings[row])
+        np.testing.assert_allclose(logits[row], direct_logits[0].numpy(), atol=1e-5, rtol=0)
+        for b in range(CFG.n_layer):
+            for k in VECTOR_KINDS:
+                np.testing.assert_allclose(blocks[b, k][row], acts[k][b, 0].numpy(), atol=1e-5, rtol=0,
+                                           err_msg=f"row {row} block {b} {k}")
+    # the rows differ from each other (the order is the order of the strings, not one row repeated)
+    assert not np.allclose(blocks[0, "ffwd_out"][0], blocks[0, "ffwd_out"][1])
+
+
+def test_block_input_of_next_block_is_the_sum_of_the_previous_block(dump):
+    x = {(b, k): load_block(dump, b, k, CFG.n_embed) for b in range(CFG.n_layer) for k in VECTOR_KINDS}
+    for b in range(CFG.n_layer - 1):
+        np.testing.assert_allclose(x[b + 1, "block_input"], x[b, "block_input"] + x[b, "sa_out"] + x[b, "ffwd_out"],
+                                   atol=1e-5)
+
+
+def test_row_count_mismatch_is_a_value_error(dump):
+    with pytest.raises(ValueError, match=f"has {N_STRINGS} rows but its string table has {N_STRINGS + 1}"):
+        load_block(dump, 0, "ffwd_out", CFG.n_embed, n_rows=N_STRINGS + 1)
+
+
+def test_other_d_model_is_a_value_error(dump):
+    with pytest.raises(ValueError, match="wrong types"):
+        load_block(dump, 0, "ffwd_out", CFG.n_embed + 1)
+
+
+def test_kind_not_dumped_is_a_value_error_naming_it(tmp_path, model, tokenizer, strings):
+    dump_activations(model, tokenizer, strings[:20], tmp_path, ["ffwd_out", "sa_out"], batch_size=8, progress=False)
+    got = load_block(tmp_path, 2, "sa_out", CFG.n_embed, n_rows=20)
+    _, acts = _direct(model, tokenizer, strings[7])
+    np.testing.assert_allclose(got[7], acts["sa_out"][2, 0].numpy(), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="no 'block_input' column"):
+        load_block(tmp_path, 0, "block_input", CFG.n_embed)
+    with pytest.raises(ValueError, match="no 'attn_pattern' column"):
+        load_block(tmp_path, 0, "attn_pattern", CFG.n_embed)
+
+
+def test_truncated_block_file_is_a_value_error(tmp_path, dump):
+    path = block_path(tmp_path, 1)
+    data = block_path(dump, 1).read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="truncated or not a Parquet file") as err:
+        load_block(tmp_path, 1, "ffwd_out", CFG.n_embed)
+    assert str(path) in str(err.value)
+
+
+def test_missing_block_file_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError, match="block4.parquet is missing"):
+        load_block(tmp_path, 4, "ffwd_out", CFG.n_embed)
+    with pytest.raises(FileNotFoundError):
+        load_logits(tmp_path, CFG.vocab_size)
+
+
+def test_failed_dump_leaves_no_files(tmp_path, model, tokenizer, strings, monkeypatch):
+    calls = []
+    original = model.forward_with_activations
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("interrupted")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward_with_activations", flaky)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        dump_activations(model, tokenizer, strings[:50], tmp_path, ["ffwd_out"], batch_size=16, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dump_rejects_bad_input(tmp_path, model, tokenizer):
+    with pytest.raises(ValueError, match="same length"):
+        dump_activations(model, tokenizer, ["abcdefghij", "abc"], tmp_path, ["ffwd_out"], progress=False)
+    with pytest.raises(ValueError, match="unknown activation kinds"):
+        block_schema(["ffwd_out", "attn_pattern"], 16)

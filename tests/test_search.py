@@ -1,0 +1,254 @@
+import numpy as np
+import pytest
+
+from tinylens.search import (
+    CountsCSR,
+    cumulative,
+    rounding_margin,
+    search_block,
+    search_block_bruteforce,
+    search_prompts,
+    threshold_edges,
+)
+
+D = 16
+VOCAB = 7
+EDGES = threshold_edges(0.70, 0.01, 30)  # the configured grid
+
+
+def _counts(rng, n: int, max_tokens: int = 1) -> np.ndarray:
+    """Dense next-token counts: each string gets 0..max_tokens distinct next tokens."""
+    counts = np.zeros((n, VOCAB), dtype=np.uint32)
+    for i in range(n):
+        k = rng.integers(0, max_tokens + 1)
+        tokens = rng.choice(VOCAB, size=k, replace=False)
+        counts[i, tokens] = rng.integers(1, 6, size=k)
+    return counts
+
+
+def _correlated(rng, n_prompts: int, n_strings: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian prompts; strings = a random prompt + noise of random size, so cosines cover the whole grid."""
+    prompts = rng.normal(size=(n_prompts, D)).astype(np.float32)
+    base = prompts[rng.integers(0, n_prompts, n_strings)] * rng.uniform(0.2, 3.0, (n_strings, 1))
+    noise = rng.normal(size=(n_strings, D)) * rng.uniform(0.0, 1.5, (n_strings, 1)) * np.linalg.norm(
+        base, axis=1, keepdims=True) / np.sqrt(D)
+    strings = (base + noise).astype(np.float32)
+    strings[: n_strings // 4] = rng.normal(size=(n_strings // 4, D))  # plain Gaussian ones too
+    return prompts, strings
+
+
+def _check(prompts, strings, counts, edges=EDGES, members=None, **chunks):
+    csr = CountsCSR.from_dense(counts, members)
+    got_m, got_c = search_block(prompts, strings, csr, edges, members, **chunks)
+    exp_m, exp_c = search_block_bruteforce(prompts, strings, counts, edges, members)
+    assert got_m.shape == (len(prompts), len(edges))
+    assert got_c.shape == (len(prompts), len(edges), counts.shape[1])
+    assert np.array_equal(got_m, exp_m), np.argwhere(got_m != exp_m)[:10]
+    assert np.array_equal(got_c, exp_c), np.argwhere(got_c != exp_c)[:10]
+    return exp_m, exp_c
+
+
+def test_threshold_edges_values():
+    edges = threshold_edges(0.70, 0.01, 30)
+    assert len(edges) == 30
+    assert edges[0] == 0.70 and edges[5] == 0.75 and edges[25] == 0.95 and edges[-1] == 0.99
+    assert edges[10] == 0.8  # the float 0.8, not 0.7 + 10 * 0.01 = 0.7999999999999999
+    np.testing.assert_allclose(np.diff(edges), 0.01, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(threshold_edges(0.5, 0.25, 3), [0.5, 0.75, 1.0])
+
+
+def test_cumulative_is_a_reverse_cumulative_sum():
+    binned = np.array([[1, 2, 3, 4], [0, 5, 0, 1]])
+    np.testing.assert_array_equal(cumulative(binned, axis=1), [[10, 9, 7, 4], [6, 6, 1, 1]])
+    np.testing.assert_array_equal(cumulative(binned, axis=0), [[1, 7, 3, 5], [0, 5, 0, 1]])
+    three = np.arange(24).reshape(2, 3, 4)
+    np.testing.assert_array_equal(cumulative(three, axis=1)[:, 0], three.sum(axis=1))
+    np.testing.assert_array_equal(cumulative(three, axis=1)[:, -1], three[:, -1])
+
+
+def test_non_uniform_edges_are_rejected():
+    rng = np.random.default_rng(0)
+    p, s = rng.normal(size=(2, D)).astype(np.float32), rng.normal(size=(3, D)).astype(np.float32)
+    csr = CountsCSR.from_dense(_counts(rng, 3))
+    with pytest.raises(ValueError, match="uniform grid"):
+        search_block(p, s, csr, np.array([0.7, 0.8, 0.85, 0.9]), None)
+
+
+def test_counts_csr_from_dense():
+    dense = np.array([[0, 2, 0], [0, 0, 0], [1, 0, 3]])
+    csr = CountsCSR.from_dense(dense)
+    np.testing.assert_array_equal(csr.indptr, [0, 1, 1, 3])
+    np.testing.assert_array_equal(csr.token, [1, 0, 2])
+    np.testing.assert_array_equal(csr.count, [2, 1, 3])
+    masked = CountsCSR.from_dense(dense, np.array([True, True, False]))
+    np.testing.assert_array_equal(masked.indptr, [0, 1, 1, 1])
+
+
+def test_random_gaussian_data_matches_bruteforce():
+    rng = np.random.default_rng(0)
+    prompts, strings = _correlated(rng, 40, 600)
+    m, _ = _check(prompts, strings, _counts(rng, 600))
+    # the data exercise the grid: many matches, spread over most bins, including the open last bin
+    assert m.sum() > 300 and (m.sum(axis=0) > 0).all()
+
+
+def test_pure_gaussian_data_matches_bruteforce_with_a_low_grid():
+    rng = np.random.default_rng(1)
+    prompts = rng.normal(size=(30, D)).astype(np.float32)
+    strings = rng.normal(size=(400, D)).astype(np.float32)
+    m, _ = _check(prompts, strings, _counts(rng, 400), edges=threshold_edges(0.1, 0.05, 12))
+    assert m.sum() > 1000
+
+
+def _exact_on_edge_vectors() -> list[list[int]]:
+    """Integer vectors v whose cosine with e1, v[0] / |v|, is exactly an edge of the grid (|v| an integer),
+    plus two that are not (12/17, 7/9) and e1 itself."""
+    return [
+        [3, 2, 1, 1, 1],  # 3/4 = 0.75
+        [4, 3],  # 4/5 = 0.8
+        [9, 3, 3, 1],  # 9/10 = 0.9
+        [24, 7],  # 24/25 = 0.96
+        [18, 17, 3, 1, 1, 1],  # 18/25 = 0.72
+        [12, 9, 8],  # 12/17
+        [7, 4, 4],  # 7/9
+        [1],  # 1.0
+    ]
+
+
+def test_cosines_on_and_next_to_bin_edges_match_bruteforce():
+    rng = np.random.default_rng(2)
+    rows, expected_cos = [], []
+    # (1) exactly on an edge: integer vectors (scaled by powers of two, so exact in float32)
+    for v in _exact_on_edge_vectors():
+        for scale in (1.0, 0.5, 8.0, 2.0**-10):
+            for sign in (1, -1):  # the sign of the other coordinates leaves the cosine unchanged
+                row = np.zeros(D)
+                row[0] = v[0]
+                row[1 : len(v)] = sign * np.array(v[1:], dtype=float)
+                rows.append(row * scale)
+    # (2) cos * e1 + sin * e2 with cos an edge or within 1e-7 of one
+    for edge in (0.70, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99, EDGES[13], EDGES[27]):
+        for offset in (0.0, 1e-7, -1e-7, 5e-8, -5e-8, 2e-8, -2e-8, 1e-9, -1e-9, 3e-7, -3e-7, 1e-6, -1e-6):
+            c = edge + offset
+            row = np.zeros(D)
+            row[0], row[1 + rng.integers(0, D - 1)] = c, np.sqrt(max(0.0, 1 - c * c))
+            rows.append(row * rng.choice([1.0, 0.37, 3.1]))
+    strings = np.array(rows).astype(np.float32)
+    # prompts: e1 in several scales (the same cosines), and -e1 (no match)
+    prompts = np.zeros((4, D), dtype=np.float32)
+    prompts[:, 0] = [1.0, 3.0, 2.0**-7, -1.0]
+    counts = _counts(rng, len(strings), max_tokens=3)
+    m, _ = _check(prompts, strings, counts)
+    assert m[0].sum() > 150 and m[3].sum() == 0
+    np.testing.assert_array_equal(m[0], m[1])
+    np.testing.assert_array_equal(m[0], m[2])
+    # and the permuted frame: permute the coordinates of the strings and of a prompt alike
+    perm = rng.permutation(D)
+    _check(prompts[:, perm], strings[:, perm], counts)
+
+    # the float64 cosines of the float32 data really sit on / within 1e-7 of edges
+    cos = strings.astype(np.float64)[:, 0] / np.linalg.norm(strings.astype(np.float64), axis=1)
+    gap = np.abs(cos[:, None] - EDGES[None, :]).min(axis=1)
+    assert (gap == 0).sum() >= 30
+    assert (gap <= 1e-7).sum() >= 100
+    assert (gap <= rounding_margin(D)).sum() >= 150  # all of those go through the float64 path
+
+
+def test_exact_edge_cosines_land_in_the_lower_bin():
+    # cos = 0.8 exactly: bin (0.79, 0.8], i.e. not "above 0.8"
+    strings = np.zeros((3, D), dtype=np.float32)
+    strings[0, :2] = [4, 3]  # cos 0.8
+    strings[1, :2] = [24, 7]  # cos 0.96
+    strings[2, 0] = 5  # cos 1.0
+    prompts = np.zeros((1, D), dtype=np.float32)
+    prompts[0, 0] = 1
+    counts = np.zeros((3, VOCAB), dtype=np.uint32)
+    counts[:, 0] = 1
+    m, c = search_block(prompts, strings, CountsCSR.from_dense(counts), EDGES)
+    expected = np.zeros(len(EDGES), dtype=np.int64)
+    expected[[9, 25, 29]] = 1  # (0.79, 0.8], (0.95, 0.96], the open last bin
+    np.testing.assert_array_equal(m[0], expected)
+    np.testing.assert_array_equal(c[0, :, 0], expected)
+
+
+def test_members_mask_matches_bruteforce():
+    rng = np.random.default_rng(3)
+    prompts, strings = _correlated(rng, 25, 500)
+    members = rng.random(500) < 0.6
+    counts = _counts(rng, 500, max_tokens=2)
+    m, _ = _check(prompts, strings, counts, members=members)
+    full, _ = search_block_bruteforce(prompts, strings, counts, EDGES)
+    assert 0 < m.sum() < full.sum()  # the mask removed some matches, not all
+    # the mask also drops the counts when the CSR itself is unmasked
+    got = search_block(prompts, strings, CountsCSR.from_dense(counts), EDGES, members)
+    exp = search_block_bruteforce(prompts, strings, counts, EDGES, members)
+    assert np.array_equal(got[0], exp[0]) and np.array_equal(got[1], exp[1])
+
+
+@pytest.mark.parametrize("prompt_chunk, string_chunk", [(7, 50), (1, 1000), (64, 33), (3, 1)])
+def test_tiling_matches_bruteforce(prompt_chunk, string_chunk):
+    rng = np.random.default_rng(4)
+    n_strings = 60 if string_chunk == 1 else 300
+    prompts, strings = _correlated(rng, 20, n_strings)
+    members = rng.random(n_strings) < 0.8
+    _check(prompts, strings, _counts(rng, n_strings, max_tokens=3), members=members,
+           prompt_chunk=prompt_chunk, string_chunk=string_chunk)
+
+
+def test_multi_token_strings_and_zero_vectors_match_bruteforce():
+    rng = np.random.default_rng(5)
+    prompts, strings = _correlated(rng, 20, 400)
+    counts = _counts(rng, 400, max_tokens=VOCAB)  # most strings have several next tokens
+    counts[:50] = 0  # and some none
+    strings[100:120] = 0.0  # zero strings: cosine 0, never a match
+    prompts[3] = 0.0  # a zero prompt matches nothing
+    assert (np.count_nonzero(counts, axis=1) > 1).sum() > 200
+    m, c = _check(prompts, strings, counts, string_chunk=128)
+    assert m[3].sum() == 0 and c[3].sum() == 0
+    # the counts of each bin are the sums over the strings in it
+    assert c.sum() > 0
+
+
+def test_a_grid_of_one_edge_matches_bruteforce():
+    rng = np.random.default_rng(6)
+    prompts, strings = _correlated(rng, 10, 200)
+    _check(prompts, strings, _counts(rng, 200, max_tokens=2), edges=threshold_edges(0.8, 0.01, 1))
+
+
+def test_search_prompts_stacks_blocks():
+    rng = np.random.default_rng(7)
+    blocks = [_correlated(rng, 6, 80) for _ in range(3)]
+    counts = _counts(rng, 80, max_tokens=2)
+    m, c = search_prompts([p for p, _ in blocks], lambda b: blocks[b][1], CountsCSR.from_dense(counts), EDGES,
+                          progress=False, prompt_chunk=4, string_chunk=32)
+    assert m.shape == (6, 3, len(EDGES)) and c.shape == (6, 3, len(EDGES), VOCAB)
+    for b, (p, s) in enumerate(blocks):
+        em, ec = search_block_bruteforce(p, s, counts, EDGES)
+        assert np.array_equal(m[:, b], em) and np.array_equal(c[:, b], ec)
+
+
+def test_members_mask_with_a_grid_starting_below_zero():
+    rng = np.random.default_rng(8)
+    prompts = rng.normal(size=(5, 8)).astype(np.float32)
+    strings = rng.normal(size=(50, 8)).astype(np.float32)
+    members = rng.random(50) < 0.5
+    counts = _counts(rng, 50, max_tokens=2)
+    _check(prompts, strings, counts, edges=threshold_edges(-0.5, 0.1, 10), members=members)
+
+
+def test_a_prompt_among_the_strings_matches_itself_in_the_last_bin():
+    # corpus mode: every prompt is also a string, with cosine 1 (the default grid ends at 0.99)
+    rng = np.random.default_rng(9)
+    prompts = rng.normal(size=(30, 64)).astype(np.float32)
+    strings = np.concatenate([rng.normal(size=(100, 64)), prompts, 2 * prompts]).astype(np.float32)
+    counts = _counts(rng, len(strings), max_tokens=2)
+    m, _ = _check(prompts, strings, counts)
+    assert (m[:, -1] >= 2).all()
+
+
+def test_self_matches_with_an_edge_at_one_match_bruteforce():
+    rng = np.random.default_rng(0)
+    prompts = rng.normal(size=(50, 64)).astype(np.float32)
+    edges = threshold_edges(0.70, 0.01, 31)
+    assert edges[-1] == 1.0
+    _check(prompts, prompts.copy(), np.ones((50, VOCAB), dtype=np.uint32), edges=edges)
