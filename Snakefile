@@ -20,6 +20,10 @@ include: "rules/common.smk"
 include: "rules/corpus.smk"
 include: "rules/train.smk"
 include: "rules/sample.smk"
+include: "rules/strings.smk"
+include: "rules/activations.smk"
+include: "rules/search.smk"
+include: "rules/approx.smk"
 include: "rules/figures.smk"
 
 
@@ -29,4 +33,10 @@ rule all:
         results("metrics/training.json"),
         expand(results("samples/seed{seed}.txt"), seed=SEEDS),
         results("figures/loss_curves.png"),
+        expand(results("metrics/hellinger_{mode}.json"), mode=MODES),
+        results("figures/hellinger_histogram.png"),
+        results("figures/threshold_sweep.png"),
+        results("figures/case_studies.png"),
+        results("metrics/search_verification.json"),
+        results("metrics/hellinger.json"),
     default_target: True

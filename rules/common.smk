@@ -13,3 +13,28 @@ def results(path):
 
 wildcard_constraints:
     seed=r"\d+",
+
+ANALYSIS = SETTINGS["analysis"]
+ORIGINAL = config["seeds"]["original"]
+ALTERNATES = config["seeds"]["alternates"]
+MODES = ["corpus", "heldout"]
+N_LAYER = SETTINGS["model"]["n_layer"]
+PROMPT_SETS = [f"prompts_{mode}" for mode in MODES]
+
+
+scattergather:
+    search=ANALYSIS["search_shards"],
+
+
+wildcard_constraints:
+    mode="|".join(MODES),
+    set="|".join(["strings", *PROMPT_SETS]),
+
+
+def activations(seed, set_name):
+    """The files of one activation dump: a Parquet per block, and the logits."""
+    base = results(f"activations/seed{seed}/{set_name}")
+    return {
+        "blocks": [f"{base}/block{b}.parquet" for b in range(N_LAYER)],
+        "logits": f"{base}/logits.parquet",
+    }

@@ -15,3 +15,48 @@ rule plot_loss_curves:
         results("logs/plot_loss_curves.log"),
     script:
         "../scripts/plot_loss_curves.py"
+
+
+rule plot_hellinger_histogram:
+    input:
+        tables=expand(results("evaluation/{mode}/hellinger.parquet"), mode=MODES),
+    output:
+        figure=report(results("figures/hellinger_histogram.png"), caption="../report/hellinger_histogram.rst",
+                      category="Approximation"),
+    params:
+        modes=MODES,
+        alternates=ALTERNATES,
+        n_blocks=N_LAYER,
+    log:
+        results("logs/plot_hellinger_histogram.log"),
+    script:
+        "../scripts/plot_hellinger_histogram.py"
+
+
+rule plot_threshold_sweep:
+    input:
+        sweeps=expand(results("approx/{mode}/threshold_sweep.csv"), mode=MODES),
+        tuned=expand(results("approx/{mode}/tuned.json"), mode=MODES),
+    output:
+        figure=report(results("figures/threshold_sweep.png"), caption="../report/threshold_sweep.rst",
+                      category="Approximation"),
+    params:
+        modes=MODES,
+        paper_thresholds=config["paper_baseline"]["thresholds"],
+        n_blocks=N_LAYER,
+    log:
+        results("logs/plot_threshold_sweep.log"),
+    script:
+        "../scripts/plot_threshold_sweep.py"
+
+
+rule plot_case_studies:
+    input:
+        summary=rules.case_studies.output.summary,
+    output:
+        figure=report(results("figures/case_studies.png"), caption="../report/case_studies.rst",
+                      category="Approximation"),
+    log:
+        results("logs/plot_case_studies.log"),
+    script:
+        "../scripts/plot_case_studies.py"

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")  # headless: figures are files, never windows
 import matplotlib.pyplot as plt  # noqa: E402
@@ -41,4 +42,82 @@ def plot_loss_curves(loss_csvs: Sequence[str | Path], seeds: Sequence[int], orig
            title="Loss during training (solid: validation, dashed: train)")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
+    save_figure(fig, out)
+
+
+MODE_TITLES = {"corpus": "corpus prompts (the paper's mode)", "heldout": "held-out prompts (validation text)"}
+
+
+def plot_hellinger_histogram(tables: dict[str, dict[str, np.ndarray]], out: str | Path) -> None:
+    """Per-prompt Hellinger distances, approximation vs model, with the alternates overlaid; one panel per mode.
+
+    tables: mode -> columns of the evaluation table, restricted to the evaluation prompts.
+    """
+    fig, axes = plt.subplots(1, len(tables), figsize=(6 * len(tables), 4.2), sharey=True, squeeze=False)
+    bins = np.linspace(0, 1, 41)
+    for ax, (mode, cols) in zip(axes[0], tables.items()):
+        h = cols["hellinger_approx"]
+        ax.hist(h, bins=bins, alpha=0.55, color="C0", label=f"approximation vs model: mean {h.mean():.3f}")
+        for i, name in enumerate(sorted(k for k in cols if k.startswith("hellinger_seed"))):
+            a = cols[name]
+            ax.hist(a, bins=bins, histtype="step", lw=1.5, color=f"C{i + 1}",
+                    label=f"seed {name.removeprefix('hellinger_seed')} vs original: mean {a.mean():.3f}")
+        ax.axvline(h.mean(), color="C0", ls="--", lw=1)
+        ax.set(title=MODE_TITLES.get(mode, mode), xlabel="Hellinger distance to the original model")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("prompts")
+    save_figure(fig, out)
+
+
+def plot_threshold_sweep(sweeps: dict[str, dict[str, np.ndarray]], tuned: dict[str, dict], paper_thresholds, out) -> None:
+    """Mean Hellinger of each block alone against its threshold; tuned thresholds as dots, the paper's as crosses.
+
+    sweeps: mode -> {"block", "threshold", "mean_hellinger"} columns.
+    """
+    fig, axes = plt.subplots(1, len(sweeps), figsize=(6 * len(sweeps), 4.2), sharey=True, squeeze=False)
+    for ax, (mode, s) in zip(axes[0], sweeps.items()):
+        for b in np.unique(s["block"]):
+            sel = s["block"] == b
+            (line,) = ax.plot(s["threshold"][sel], s["mean_hellinger"][sel], label=f"block {b + 1}")
+            t = tuned[mode]["thresholds"][b]
+            ax.plot([t], [np.interp(t, s["threshold"][sel], s["mean_hellinger"][sel])], "o", color=line.get_color())
+            if paper_thresholds is not None and b < len(paper_thresholds):
+                pt = paper_thresholds[b]
+                ax.plot([pt], [np.interp(pt, s["threshold"][sel], s["mean_hellinger"][sel])], "x",
+                        color=line.get_color(), ms=8)
+        ax.set(title=MODE_TITLES.get(mode, mode), xlabel="similarity threshold (one block alone)")
+        ax.legend(fontsize=7, ncol=2)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("mean Hellinger, tuning prompts")
+    save_figure(fig, out)
+
+
+def plot_case_studies(summary: dict, out: str | Path, top: int = 12) -> None:
+    """Per case-study prompt: model vs approximation on the most likely tokens, and the matching strings."""
+    vocab = summary["vocab"]
+    cases = summary["case_studies"]
+    fig, axes = plt.subplots(len(cases), 2, figsize=(13, 3.1 * len(cases)), squeeze=False,
+                             gridspec_kw={"width_ratios": [1.2, 1]})
+    show = {"\n": "\\n", " ": "␣"}
+    for (bar_ax, text_ax), case in zip(axes, cases):
+        q, p = np.asarray(case["model"]), np.asarray(case["tuned"]["distribution"])
+        order = np.argsort(-(q + p))[:top]
+        x = np.arange(len(order))
+        bar_ax.bar(x - 0.2, q[order], 0.4, label="model")
+        bar_ax.bar(x + 0.2, p[order], 0.4, label="approximation (tuned, all blocks)")
+        bar_ax.set_xticks(x, [show.get(vocab[i], vocab[i]) for i in order])
+        bar_ax.set_title(f"{case['prompt']!r}: Hellinger {case['tuned']['hellinger']:.3f}", fontsize=10)
+        bar_ax.set_ylabel("next-token probability")
+        bar_ax.legend(fontsize=7)
+        lines = ["block  matches  examples (strings above the tuned threshold)"]
+        for b, (n, ex) in enumerate(zip(case["tuned"]["matches"], case["examples"])):
+            shown = ", ".join(repr(e)[1:-1] for e in ex[:4])
+            lines.append(f"{b + 1:>5}  {n:>7}  {shown}")
+        b0 = case["block0_only"]
+        lines.append("block 1 only: " + ", ".join(f"t={t}: {v['matches']} strings, H={v['hellinger']:.3f}"
+                                                  for t, v in b0.items()))
+        text_ax.text(0, 1, "\n".join(lines), va="top", family="monospace", fontsize=7)
+        text_ax.axis("off")
+    fig.tight_layout()
     save_figure(fig, out)

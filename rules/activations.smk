@@ -1,0 +1,32 @@
+def dump_input_table(wildcards):
+    if wildcards.set == "strings":
+        return rules.build_strings.output.strings
+    return results(f"strings/{wildcards.set}.parquet")
+
+
+rule dump_activations:
+    input:
+        weights=results("models/seed{seed}/model.safetensors"),
+        config=results("models/seed{seed}/config.json"),
+        tokenizer=results("models/seed{seed}/tokenizer.json"),
+        table=dump_input_table,
+    output:
+        blocks=[results(f"activations/seed{{seed}}/{{set}}/block{b}.parquet") for b in range(N_LAYER)],
+        logits=results("activations/seed{seed}/{set}/logits.parquet"),
+    params:
+        set=lambda wc: wc.set,
+        # Prompts keep every kind (the ablation analysis needs them); strings what the preset names.
+        kinds=lambda wc: ANALYSIS["string_kinds"] if wc.set == "strings" else ["block_input", "sa_out", "ffwd_out"],
+        batch_size=ANALYSIS["dump_batch_size"],
+        device=config["device"],
+    threads: workflow.cores
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=TRAIN["resources"]["gpu"],
+    log:
+        results("logs/dump_activations_seed{seed}_{set}.log"),
+    benchmark:
+        results("benchmarks/dump_activations_seed{seed}_{set}.tsv")
+    script:
+        "../scripts/dump_activations.py"

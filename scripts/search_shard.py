@@ -1,0 +1,29 @@
+"""Exact similarity search of one prompt shard against every string, binned (rule search_shard)."""
+
+import numpy as np
+import torch
+
+from tinylens.activations import load_block
+from tinylens.logs import log_to
+from tinylens.model import ModelConfig
+from tinylens.search import CountsCSR, search_prompts, threshold_edges, write_summary
+from tinylens.strings import load_prompts, load_strings
+
+with log_to(snakemake.log[0]) as log:
+    p, inp = snakemake.params, snakemake.input
+    torch.set_num_threads(snakemake.threads)
+    cfg = ModelConfig.from_json(inp.model_config)
+    table = load_strings(inp.strings, cfg.vocab_size)
+    prompts = load_prompts(inp.prompts)
+    shard = np.array_split(np.arange(len(prompts["prompt_id"])), p.n_shards)[p.shard - 1]
+    log.info("%s mode, shard %d of %d: prompts %d..%d against %d strings",
+             p.mode, p.shard, p.n_shards, shard[0] if len(shard) else 0, shard[-1] if len(shard) else 0, len(table))
+    members = table.members(p.mode)
+    counts = CountsCSR.from_dense(table.counts(p.mode), members)
+    prompt_dir, string_dir = inp.prompt_logits.rsplit("/", 1)[0], inp.string_logits.rsplit("/", 1)[0]
+    prompt_blocks = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed)[shard] for b in range(cfg.n_layer)]
+    matches, summed = search_prompts(
+        prompt_blocks, lambda b: load_block(string_dir, b, "ffwd_out", cfg.n_embed, n_rows=len(table)),
+        counts, threshold_edges(**p.grid), members)
+    write_summary(snakemake.output.shard, np.asarray(prompts["prompt_id"])[shard], matches, summed)
+    log.info("wrote %s", snakemake.output.shard)
