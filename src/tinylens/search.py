@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import pyarrow as pa
 import torch
@@ -69,11 +70,18 @@ def rounding_margin(d_model: int) -> float:
     return 2 * (d_model + 4) * 2.0**-24
 
 
-def _unit_float32(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(float32 unit vectors, float64 norms) of the rows of ``x``; zero rows stay zero."""
-    norms = np.sqrt(np.einsum("ij,ij->i", x.astype(np.float64), x.astype(np.float64)))
-    safe = np.where(norms > 0, norms, 1.0)
-    return (x / safe[:, None]).astype(np.float32), norms
+def _unit_float32(x: np.ndarray, chunk: int = 65536) -> tuple[np.ndarray, np.ndarray]:
+    """(float32 unit vectors, float64 norms) of the rows of ``x``; zero rows stay zero.
+    Chunked, so no float64 copy of the whole matrix is ever made."""
+    norms = np.empty(len(x), dtype=np.float64)
+    unit = np.empty(x.shape, dtype=np.float32)
+    for i in range(0, len(x), chunk):
+        part = x[i : i + chunk]
+        n = np.sqrt(np.einsum("ij,ij->i", part, part, dtype=np.float64))
+        norms[i : i + chunk] = n
+        # float32 scaling: a few ulps of error, inside rounding_margin's allowance for normalising
+        np.multiply(part, (1.0 / np.where(n > 0, n, 1.0)).astype(np.float32)[:, None], out=unit[i : i + chunk])
+    return unit, norms
 
 
 def exact_cosines(prompts: np.ndarray, p_norms: np.ndarray, strings: np.ndarray, s_norms: np.ndarray,
@@ -88,6 +96,47 @@ def exact_cosines(prompts: np.ndarray, p_norms: np.ndarray, strings: np.ndarray,
 def _bins(cos: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Bin k for cos in (edges[k], edges[k+1]], -1 at or below edges[0]."""
     return np.searchsorted(edges, cos, side="left") - 1
+
+
+@numba.njit(parallel=True, cache=True)
+def _bin_tile(cos, screen, start, inv_step, margin_bins, s0, indptr, token, count,
+              matches, summed, border_cols, border_n):  # pragma: no cover - compiled
+    """One pass over a similarity tile [rows width]: every pair above ``screen`` is binned and its
+    string's next-token counts added to ``summed[row, bin]``; pairs within ``margin_bins`` of an edge
+    are only recorded (``border_cols[row, :border_n[row]]``) for the float64 re-check."""
+    rows, width = cos.shape
+    n_bins = matches.shape[1]
+    for r in numba.prange(rows):
+        n_border = 0
+        for j in range(width):
+            c = cos[r, j]
+            if c > screen:  # NaN (strings outside the set) compares false
+                u = (np.float64(c) - start) * inv_step  # position on the edge grid, in bins
+                if abs(u - np.floor(u + 0.5)) <= margin_bins:
+                    border_cols[r, n_border] = j
+                    n_border += 1
+                    continue
+                k = int(np.ceil(u)) - 1  # bin (edge_k, edge_k+1]
+                if k < 0:
+                    continue
+                if k >= n_bins:
+                    k = n_bins - 1
+                matches[r, k] += 1
+                s = s0 + j
+                for e in range(indptr[s], indptr[s + 1]):
+                    summed[r, k, token[e]] += count[e]
+        border_n[r] = n_border
+
+
+@numba.njit(cache=True)
+def _add_pairs(rows, cols, bins, indptr, token, count, matches, summed):  # pragma: no cover - compiled
+    for i in range(len(rows)):
+        k = bins[i]
+        if k < 0:
+            continue
+        matches[rows[i], k] += 1
+        for e in range(indptr[cols[i]], indptr[cols[i] + 1]):
+            summed[rows[i], k, token[e]] += count[e]
 
 
 def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, edges: np.ndarray,
@@ -111,51 +160,26 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
         # NaN compares false with any edge: strings outside the set never pass the screen.
         s_unit[~np.asarray(members, dtype=bool)] = np.nan
     s_unit_t = torch.from_numpy(s_unit)
-    # Strings with a single next token (most of them) skip the sparse expansion.
-    n_tokens = np.diff(counts.indptr)
-    first = np.minimum(counts.indptr[:-1], max(len(counts.token) - 1, 0))
-    single_token = torch.from_numpy(np.where(n_tokens == 1, counts.token[first], 0) if len(counts.token) else np.zeros(n_s, np.int64))
-    single_count = torch.from_numpy(np.where(n_tokens == 1, counts.count[first], 0.0) if len(counts.token) else np.zeros(n_s))
-    multi = torch.from_numpy(n_tokens > 1)
-    inv_step, margin_bins = 1.0 / step, margin / step
+    token, count = counts.token, np.rint(counts.count).astype(np.int64)
+    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
     matches = np.zeros((n_p, n_bins), dtype=np.int64)
-    summed = np.zeros((n_p, n_bins * vocab), dtype=np.float64)
+    summed = np.zeros((n_p, n_bins, vocab), dtype=np.int64)
+    border_cols = np.empty((min(prompt_chunk, n_p), min(string_chunk, n_s)), dtype=np.int64)
+    border_n = np.empty(min(prompt_chunk, n_p), dtype=np.int64)
     tiles = [(p0, s0) for p0 in range(0, n_p, prompt_chunk) for s0 in range(0, n_s, string_chunk)]
     for p0, s0 in tqdm(tiles, disable=not progress, desc=desc, unit="tile", mininterval=5):
         p_tile = torch.from_numpy(p_unit[p0 : p0 + prompt_chunk])
-        s_tile = s_unit_t[s0 : s0 + string_chunk]
-        rows, width = len(p_tile), len(s_tile)
-        cos32 = (p_tile @ s_tile.T).view(-1)  # [prompt_chunk * string_chunk], one tile at a time
-        flat_idx = torch.nonzero(cos32 > start - margin).squeeze(1)
-        if len(flat_idx) == 0:
-            continue
-        u = (cos32[flat_idx] - start) * inv_step  # position on the grid, in bins (float32 is ample here)
-        k = torch.ceil(u).long() - 1  # bin (edge_k, edge_k+1]
-        pi, si = flat_idx // width, flat_idx % width + s0
-        # Pairs within the rounding margin of an edge get their exact float64 cosine.
-        borderline = torch.nonzero((u - torch.round(u)).abs() <= margin_bins + 1e-6).squeeze(1)
-        if len(borderline):
-            bp, bs = pi[borderline].numpy() + p0, si[borderline].numpy()
-            exact = exact_cosines(prompts, p_norms, strings, s_norms, bp, bs)
-            k[borderline] = torch.from_numpy(_bins(exact, edges64))
-        keep = k >= 0
-        if not bool(keep.all()):
-            pi, si, k = pi[keep], si[keep], k[keep]
-        k = k.clamp_(max=n_bins - 1)
-        slot = pi * n_bins + k  # [pairs] (prompt in tile, bin)
-        matches[p0 : p0 + rows] += torch.bincount(slot, minlength=rows * n_bins).view(rows, n_bins).numpy()
-        flat = torch.bincount(slot * vocab + single_token[si], weights=single_count[si],
-                              minlength=rows * n_bins * vocab)
-        many = torch.nonzero(multi[si]).squeeze(1)
-        if len(many):  # expand each such pair into its string's nonzero next-token counts
-            m_slot, m_si = slot[many].numpy(), si[many].numpy()
-            start_m, length = counts.indptr[m_si], counts.indptr[m_si + 1] - counts.indptr[m_si]
-            pair = np.repeat(np.arange(len(m_si)), length)
-            entry = start_m[pair] + (np.arange(len(pair)) - np.repeat(np.cumsum(length) - length, length))
-            flat += torch.from_numpy(np.bincount(m_slot[pair] * vocab + counts.token[entry],
-                                                 weights=counts.count[entry], minlength=rows * n_bins * vocab))
-        summed[p0 : p0 + rows] += flat.view(rows, n_bins * vocab).numpy()
-    return matches, np.rint(summed).astype(np.int64).reshape(n_p, n_bins, vocab)
+        cos32 = (p_tile @ s_unit_t[s0 : s0 + string_chunk].T).numpy()  # [prompt_chunk string_chunk]
+        rows = len(cos32)
+        _bin_tile(cos32, start - margin, start, 1.0 / step, margin / step + 1e-6, s0, counts.indptr, token,
+                  count, matches[p0 : p0 + rows], summed[p0 : p0 + rows], border_cols, border_n)
+        if border_n[:rows].any():  # pairs near an edge: bin by their exact float64 cosine
+            pi = np.repeat(np.arange(rows), border_n[:rows])
+            sj = np.concatenate([border_cols[r, : border_n[r]] for r in range(rows)]) + s0
+            exact = exact_cosines(prompts, p_norms, strings, s_norms, pi + p0, sj)
+            _add_pairs(pi, sj, _bins(exact, edges64), counts.indptr, token, count,
+                       matches[p0 : p0 + rows], summed[p0 : p0 + rows])
+    return matches, summed
 
 
 def search_block_bruteforce(prompts: np.ndarray, strings: np.ndarray, counts: np.ndarray, edges: np.ndarray,
