@@ -19,7 +19,7 @@ rule dump_activations:
         kinds=lambda wc: ANALYSIS["string_kinds"] if wc.set == "strings" else ["block_input", "sa_out", "ffwd_out"],
         batch_size=ANALYSIS["dump_batch_size"],
         device=config["device"],
-    threads: workflow.cores
+    threads: ANALYSIS["dump_threads"]
     resources:
         mem_mb=4000,
         runtime=60,

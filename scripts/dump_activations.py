@@ -5,11 +5,11 @@ from pathlib import Path
 import torch
 
 from tinylens.activations import dump_activations
+from tinylens.corpus import CharTokenizer
 from tinylens.logs import log_to
 from tinylens.strings import load_prompts, load_strings
 from tinylens.train import select_device
 from tinylens.weights import load_model
-from tinylens.corpus import CharTokenizer
 
 with log_to(snakemake.log[0]) as log:
     p = snakemake.params

@@ -1,5 +1,7 @@
 """Exact similarity search of one prompt shard against every string, binned (rule search_shard)."""
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
@@ -20,7 +22,7 @@ with log_to(snakemake.log[0]) as log:
              p.mode, p.shard, p.n_shards, shard[0] if len(shard) else 0, shard[-1] if len(shard) else 0, len(table))
     members = table.members(p.mode)
     counts = CountsCSR.from_dense(table.counts(p.mode), members)
-    prompt_dir, string_dir = inp.prompt_logits.rsplit("/", 1)[0], inp.string_logits.rsplit("/", 1)[0]
+    prompt_dir, string_dir = Path(inp.prompt_logits).parent, Path(inp.string_logits).parent
     prompt_blocks = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed)[shard] for b in range(cfg.n_layer)]
     matches, summed = search_prompts(
         prompt_blocks, lambda b: load_block(string_dir, b, "ffwd_out", cfg.n_embed, n_rows=len(table)),

@@ -3,6 +3,8 @@
 import csv
 import io
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
@@ -24,7 +26,7 @@ with log_to(snakemake.log[0]) as log:
     if not np.array_equal(ids, prompts["prompt_id"]):
         raise ValueError(f"search shards {inp.shards} do not cover the prompts of {inp.prompts}; rerun the search")
     above = cumulative(counts, axis=2)
-    q = softmax(load_logits(inp.logits.rsplit("/", 1)[0], cfg.vocab_size))
+    q = softmax(load_logits(Path(inp.logits).parent, cfg.vocab_size))
     masks = split_masks(prompts["split"])
     has_paper = len(p.paper["thresholds"]) == cfg.n_layer
     paper = (grid_index(p.paper["thresholds"], edges), np.asarray(p.paper["weights"])) if has_paper else None

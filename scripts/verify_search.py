@@ -1,5 +1,7 @@
 """Check the streamed search against the dense float64 brute force on a random sample of prompts (rule verify_search)."""
 
+from pathlib import Path
+
 import numpy as np
 
 from tinylens.activations import load_block
@@ -14,14 +16,14 @@ with log_to(snakemake.log[0]) as log:
     cfg = ModelConfig.from_json(inp.model_config)
     edges = threshold_edges(**p.grid)
     table = load_strings(inp.strings, cfg.vocab_size)
-    string_dir = inp.string_logits.rsplit("/", 1)[0]
+    string_dir = Path(inp.string_logits).parent
     report = {}
     for mode, shards, prompt_logits in zip(p.modes, [inp.corpus_shards, inp.heldout_shards], inp.prompt_logits):
         ids, matches, counts = load_summary(shards, cfg.n_layer, len(edges), cfg.vocab_size)
         n = len(load_prompts(inp[f"prompts_{mode}"])["prompt_id"])
         sample = np.sort(np.random.default_rng(p.seed).choice(n, size=min(p.n_prompts, n), replace=False))
         members = table.members(mode)
-        prompt_dir = prompt_logits.rsplit("/", 1)[0]
+        prompt_dir = Path(prompt_logits).parent
         for b in range(cfg.n_layer):
             strings = load_block(string_dir, b, "ffwd_out", cfg.n_embed, n_rows=len(table))
             prompts = load_block(prompt_dir, b, "ffwd_out", cfg.n_embed)[sample]

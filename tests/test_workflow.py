@@ -267,7 +267,10 @@ def test_hellinger_metrics_have_both_modes_and_the_noise_floor(finished_run):
 def test_report_holds_every_figure(finished_run, repo, test_config, tmp_path):
     workdir = finished_run.parent.parent
     report = tmp_path / "report.html"
-    run_snakemake(repo, workdir, "--report", str(report), config=test_config)
+    # exactly the README's command (no --cores)
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "-d", str(workdir),
+                           "--report", str(report), "--config", *test_config], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     html = report.read_text(errors="ignore")
     for figure in ("loss_curves.png", "hellinger_histogram.png", "threshold_sweep.png", "case_studies.png"):
         assert figure in html

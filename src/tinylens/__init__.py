@@ -3,9 +3,12 @@
 The importable library behind the Snakemake workflow. Topic modules:
 ``corpus`` (fetch, tokenizer, split), ``model`` (the transformer),
 ``weights`` (safetensors I/O), ``train`` (training and exact resume),
-``config`` (schema validation, presets), ``atomic`` (atomic writes),
-``logs`` (job logs), ``plots`` (figures), ``reference`` (the unfused
-per-head attention of the original code, for checks and benchmarks).
+``strings`` (substrings, next-token counts, prompts), ``activations``
+(Parquet dumps), ``search`` (exact binned similarity search), ``approx``
+(approximation, Hellinger, tuning), ``case_studies``, ``tables`` (Parquet
+schemas), ``config`` (schema validation, presets), ``atomic`` (atomic
+writes), ``logs`` (job logs), ``plots`` (figures), ``reference`` (the
+unfused per-head attention of the original code, for checks and benchmarks).
 
 Dimension names, used in every shape comment and docstring:
 
