@@ -277,14 +277,18 @@ def test_report_holds_every_figure(finished_run, repo, test_config, tmp_path):
 
 
 def test_a_missing_search_shard_is_the_only_search_job_rerun(finished_run, repo, test_config):
+    """What a run killed during the search leaves: one shard finished, one not, nothing downstream."""
     workdir = finished_run.parent.parent
-    shard = finished_run / "search/corpus/shard_2-of-2.parquet"
-    saved = shard.read_bytes()
-    shard.unlink()
+    gone = [finished_run / "search/corpus/shard_2-of-2.parquet", finished_run / "approx/corpus/tuned.json"]
+    saved = {path: path.read_bytes() for path in gone}
+    for path in gone:
+        path.unlink()
     try:
-        proc = run_snakemake(repo, workdir, "-n", config=test_config)
+        proc = run_snakemake(repo, workdir, "-n", "results/test/approx/corpus/tuned.json", config=test_config)
         out = proc.stdout + proc.stderr
         assert re.search(r"^search_shard\s+1$", out, flags=re.M), out[-1500:]
+        assert "output: results/test/search/corpus/shard_2-of-2.parquet" in out
         assert not re.search(r"^(train_model|dump_activations)\s", out, flags=re.M)
     finally:
-        shard.write_bytes(saved)
+        for path, data in saved.items():
+            path.write_bytes(data)
