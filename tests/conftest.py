@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,3 +26,34 @@ def corpus_path() -> Path:
     if not path.exists():
         pytest.fail(f"corpus copy not found at {path}; set TINYLENS_CORPUS to a local TinyShakespeare input.txt")
     return path.resolve()
+
+
+def snakemake_cmd(repo, workdir, *args, config=()):
+    """Snakemake on the repository's Snakefile, writing into ``workdir``. Targets go before --config."""
+    return [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "-d", str(workdir),
+            "--cores", "2", *args, "--config", *config]
+
+
+def run_snakemake(repo, workdir, *args, config=(), check=True):
+    proc = subprocess.run(snakemake_cmd(repo, workdir, *args, config=config), capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        pytest.fail(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def test_config(corpus_path):
+    return ["preset=test", f"corpus_url={corpus_path}"]
+
+
+@pytest.fixture(scope="session")
+def test_preset(config):
+    return config["presets"]["test"]
+
+
+@pytest.fixture(scope="session")
+def finished_run(repo, tmp_path_factory, test_config):
+    """The whole `test` preset, run once for this session (shared by the workflow and DVC tests)."""
+    workdir = tmp_path_factory.mktemp("workflow")
+    run_snakemake(repo, workdir, config=test_config)
+    return workdir / "results/test"

@@ -19,40 +19,15 @@ from tinylens.model import ModelConfig, Transformer
 from tinylens.train import LOSS_COLUMNS, METRICS_KEYS
 from tinylens.weights import load_weights
 
+from conftest import run_snakemake, snakemake_cmd
+
 pytestmark = pytest.mark.workflow
 
 SEEDS = [1337, 1442, 88, 99999]
 
 
-def snakemake_cmd(repo, workdir, *args, config=()):
-    """Snakemake on the repository's Snakefile, writing into ``workdir``. Targets go before --config."""
-    return [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "-d", str(workdir),
-            "--cores", "2", *args, "--config", *config]
 
 
-def run_snakemake(repo, workdir, *args, config=(), check=True):
-    proc = subprocess.run(snakemake_cmd(repo, workdir, *args, config=config), capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        pytest.fail(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
-    return proc
-
-
-@pytest.fixture(scope="session")
-def test_config(corpus_path):
-    return ["preset=test", f"corpus_url={corpus_path}"]
-
-
-@pytest.fixture(scope="session")
-def finished_run(repo, tmp_path_factory, test_config):
-    """The whole `test` preset, run once for this session."""
-    workdir = tmp_path_factory.mktemp("workflow")
-    run_snakemake(repo, workdir, config=test_config)
-    return workdir / "results/test"
-
-
-@pytest.fixture(scope="session")
-def test_preset(config):
-    return config["presets"]["test"]
 
 
 def test_every_model_beats_the_unigram_entropy(finished_run, corpus_path, test_preset):
