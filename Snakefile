@@ -39,4 +39,5 @@ rule all:
         results("figures/case_studies.png"),
         results("metrics/search_verification.json"),
         results("metrics/hellinger.json"),
+        results("metrics/headline.json"),
     default_target: True

@@ -71,8 +71,10 @@ rule case_studies:
 rule hellinger_summary:
     input:
         summaries=expand(results("metrics/hellinger_{mode}.json"), mode=MODES),
+        training=rules.training_summary.output.summary,
     output:
         summary=results("metrics/hellinger.json"),
+        headline=results("metrics/headline.json"),
     params:
         modes=MODES,
     log:

@@ -172,6 +172,12 @@ PAPER_REFERENCE = {
 }
 
 
+def headline(per_mode: dict[str, dict], training: dict) -> dict[str, float]:
+    """The few numbers `dvc metrics show` prints: Hellinger means per mode and the validation losses."""
+    return {**side_by_side(per_mode)["headline"], "val_loss_original": training["val_loss_original"],
+            "val_loss_mean": training["val_loss_mean"]}
+
+
 def side_by_side(per_mode: dict[str, dict]) -> dict:
     """The headline numbers of every mode in one flat table, plus the per-mode details."""
     headline = {}
