@@ -14,11 +14,8 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-
-from conftest import run_snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -85,7 +82,6 @@ def round_trip(origin, clone, corpus_path):
     dvc("push", "workflow@test", cwd=origin)
     sh("git", "clone", "-q", origin, clone, cwd=origin.parent)
     dvc("pull", "workflow@test", cwd=clone)
-    started = time.perf_counter()
     out = restore(clone, corpus_path).stdout
     assert "no training, dumping or search" in out
     for name in OUTS:
@@ -96,7 +92,6 @@ def round_trip(origin, clone, corpus_path):
         assert not mismatch and not errors, (name, mismatch, errors)
     plan = planned(clone, corpus_path)
     assert not re.search(rf"^({'|'.join(HEAVY)})\s", plan, flags=re.M), plan[-2000:]
-    return time.perf_counter() - started
 
 
 def test_local_remote_round_trip_regenerates_figures_without_heavy_jobs(origin, tmp_path, corpus_path):

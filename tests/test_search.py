@@ -117,7 +117,7 @@ def _exact_on_edge_vectors() -> list[list[int]]:
 
 def test_cosines_on_and_next_to_bin_edges_match_bruteforce():
     rng = np.random.default_rng(2)
-    rows, expected_cos = [], []
+    rows = []
     # (1) exactly on an edge: integer vectors (scaled by powers of two, so exact in float32)
     for v in _exact_on_edge_vectors():
         for scale in (1.0, 0.5, 8.0, 2.0**-10):

@@ -61,7 +61,7 @@ class CountsCSR:
         rows, cols = np.nonzero(counts)
         indptr = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=len(counts)), out=indptr[1:])
-        return cls(indptr, cols.astype(np.int64), counts[rows, cols].astype(np.float64), counts.shape[1])
+        return cls(indptr, cols.astype(np.int64), counts[rows, cols].astype(np.int64), counts.shape[1])
 
 
 def rounding_margin(d_model: int) -> float:
@@ -160,7 +160,6 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
         # NaN compares false with any edge: strings outside the set never pass the screen.
         s_unit[~np.asarray(members, dtype=bool)] = np.nan
     s_unit_t = torch.from_numpy(s_unit)
-    token, count = counts.token, np.rint(counts.count).astype(np.int64)
     numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
     matches = np.zeros((n_p, n_bins), dtype=np.int64)
     summed = np.zeros((n_p, n_bins, vocab), dtype=np.int64)
@@ -171,13 +170,13 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
         p_tile = torch.from_numpy(p_unit[p0 : p0 + prompt_chunk])
         cos32 = (p_tile @ s_unit_t[s0 : s0 + string_chunk].T).numpy()  # [prompt_chunk string_chunk]
         rows = len(cos32)
-        _bin_tile(cos32, start - margin, start, 1.0 / step, margin / step + 1e-6, s0, counts.indptr, token,
-                  count, matches[p0 : p0 + rows], summed[p0 : p0 + rows], border_cols, border_n)
+        _bin_tile(cos32, start - margin, start, 1.0 / step, margin / step + 1e-6, s0, counts.indptr, counts.token,
+                  counts.count, matches[p0 : p0 + rows], summed[p0 : p0 + rows], border_cols, border_n)
         if border_n[:rows].any():  # pairs near an edge: bin by their exact float64 cosine
             pi = np.repeat(np.arange(rows), border_n[:rows])
             sj = np.concatenate([border_cols[r, : border_n[r]] for r in range(rows)]) + s0
             exact = exact_cosines(prompts, p_norms, strings, s_norms, pi + p0, sj)
-            _add_pairs(pi, sj, _bins(exact, edges64), counts.indptr, token, count,
+            _add_pairs(pi, sj, _bins(exact, edges64), counts.indptr, counts.token, counts.count,
                        matches[p0 : p0 + rows], summed[p0 : p0 + rows])
     return matches, summed
 
