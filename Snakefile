@@ -4,6 +4,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
+from tinylens.atomic import remove_stale_temporaries
 from tinylens.config import validate_config
 
 min_version("9.22")
@@ -27,8 +28,15 @@ include: "rules/approx.smk"
 include: "rules/figures.smk"
 
 
+onstart:
+    # Temporaries that killed jobs of earlier runs left (`.tmp-*`, never a finished file).
+    remove_stale_temporaries(f"results/{PRESET}", recursive=True)
+
+
 rule all:
     input:
+        # intermediates too: a deleted shard or dump is noticed and remade, not silently missing
+        core_artifacts(),
         results("metrics/corpus.json"),
         results("metrics/training.json"),
         expand(results("samples/seed{seed}.txt"), seed=SEEDS),

@@ -23,7 +23,7 @@ rule dump_activations:
     resources:
         mem_mb=4000,
         runtime=60,
-        gpu=TRAIN["resources"]["gpu"],
+        gpu=TRAIN["resources"]["gpu"],  # the preset's: a GPU where training has one
     log:
         results("logs/dump_activations_seed{seed}_{set}.log"),
     benchmark:

@@ -1,9 +1,6 @@
-SEARCH_SHARDS = gather.search(results("search/{{mode}}/shard_{scatteritem}.parquet"))
-
-
 rule tune_approximation:
     input:
-        shards=SEARCH_SHARDS,
+        shards=search_shards(),
         prompts=results("strings/prompts_{mode}.parquet"),
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
         logits=results(f"activations/seed{ORIGINAL}/prompts_{{mode}}/logits.parquet"),
@@ -16,18 +13,21 @@ rule tune_approximation:
         paper=config["paper_baseline"],
         rounds=ANALYSIS["tune_rounds"],
     resources:
-        mem_mb=4000,
-        runtime=30,
+        mem_mb=scaled_mem_mb(400, 20),
+        runtime=10,
     log:
         results("logs/tune_approximation_{mode}.log"),
+    benchmark:
+        results("benchmarks/tune_approximation_{mode}.tsv")
     script:
         "../scripts/tune_approximation.py"
 
 
 rule evaluate:
     input:
-        shards=SEARCH_SHARDS,
+        shards=search_shards(),
         prompts=results("strings/prompts_{mode}.parquet"),
+        strings=rules.build_strings.output.strings,
         tuned=rules.tune_approximation.output.tuned,
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
         logits=expand(results("activations/seed{seed}/prompts_{{mode}}/logits.parquet"), seed=SEEDS),
@@ -39,8 +39,13 @@ rule evaluate:
         grid=config["threshold_grid"],
         seeds=SEEDS,
         original=ORIGINAL,
+    resources:
+        mem_mb=scaled_mem_mb(400, 20),
+        runtime=5,
     log:
         results("logs/evaluate_{mode}.log"),
+    benchmark:
+        results("benchmarks/evaluate_{mode}.tsv")
     script:
         "../scripts/evaluate.py"
 
@@ -61,9 +66,12 @@ rule case_studies:
         length=config["substring_length"],
         min_cosine=config["threshold_grid"]["start"],
     resources:
-        mem_mb=4000,
+        mem_mb=scaled_mem_mb(500, 2),
+        runtime=scaled_runtime(5, 5),
     log:
         results("logs/case_studies.log"),
+    benchmark:
+        results("benchmarks/case_studies.tsv")
     script:
         "../scripts/case_studies.py"
 
@@ -77,7 +85,12 @@ rule hellinger_summary:
         headline=results("metrics/headline.json"),
     params:
         modes=MODES,
+    resources:
+        mem_mb=300,
+        runtime=5,
     log:
         results("logs/hellinger_summary.log"),
+    benchmark:
+        results("benchmarks/hellinger_summary.tsv")
     script:
         "../scripts/hellinger_summary.py"

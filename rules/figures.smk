@@ -11,8 +11,13 @@ rule plot_loss_curves:
     params:
         seeds=SEEDS,
         original=config["seeds"]["original"],
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_loss_curves.log"),
+    benchmark:
+        results("benchmarks/plot_loss_curves.tsv")
     script:
         "../scripts/plot_loss_curves.py"
 
@@ -27,8 +32,13 @@ rule plot_hellinger_histogram:
         modes=MODES,
         alternates=ALTERNATES,
         n_blocks=N_LAYER,
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_hellinger_histogram.log"),
+    benchmark:
+        results("benchmarks/plot_hellinger_histogram.tsv")
     script:
         "../scripts/plot_hellinger_histogram.py"
 
@@ -44,8 +54,13 @@ rule plot_threshold_sweep:
         modes=MODES,
         paper_thresholds=config["paper_baseline"]["thresholds"],
         n_blocks=N_LAYER,
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_threshold_sweep.log"),
+    benchmark:
+        results("benchmarks/plot_threshold_sweep.tsv")
     script:
         "../scripts/plot_threshold_sweep.py"
 
@@ -56,7 +71,12 @@ rule plot_case_studies:
     output:
         figure=report(results("figures/case_studies.png"), caption="../report/case_studies.rst",
                       category="Approximation"),
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_case_studies.log"),
+    benchmark:
+        results("benchmarks/plot_case_studies.tsv")
     script:
         "../scripts/plot_case_studies.py"

@@ -18,8 +18,8 @@ rule search_shard:
         grid=config["threshold_grid"],
     threads: ANALYSIS["search_threads"]
     resources:
-        mem_mb=8000,
-        runtime=120,
+        mem_mb=scaled_mem_mb(500, 1.5),
+        runtime=scaled_runtime(10, 20),
     log:
         results("logs/search_{mode}_{scatteritem}.log"),
     benchmark:
@@ -34,12 +34,10 @@ rule verify_search:
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
         string_blocks=activations(ORIGINAL, "strings")["blocks"],
         string_logits=activations(ORIGINAL, "strings")["logits"],
-        prompts_corpus=results("strings/prompts_corpus.parquet"),
-        prompts_heldout=results("strings/prompts_heldout.parquet"),
-        prompt_logits=[activations(ORIGINAL, s)["logits"] for s in PROMPT_SETS],
+        **{f"prompts_{mode}": results(f"strings/prompts_{mode}.parquet") for mode in MODES},
+        **{f"prompt_logits_{mode}": activations(ORIGINAL, f"prompts_{mode}")["logits"] for mode in MODES},
         prompt_blocks=[f for s in PROMPT_SETS for f in activations(ORIGINAL, s)["blocks"]],
-        corpus_shards=gather.search(results("search/corpus/shard_{scatteritem}.parquet")),
-        heldout_shards=gather.search(results("search/heldout/shard_{scatteritem}.parquet")),
+        shards=[f for mode in MODES for f in search_shards(mode)],
     output:
         report=results("metrics/search_verification.json"),
     params:
@@ -48,8 +46,11 @@ rule verify_search:
         seed=config["prompt_seed"],
         grid=config["threshold_grid"],
     resources:
-        mem_mb=8000,
+        mem_mb=scaled_mem_mb(500, 2),
+        runtime=scaled_runtime(5, 10),
     log:
         results("logs/verify_search.log"),
+    benchmark:
+        results("benchmarks/verify_search.tsv")
     script:
         "../scripts/verify_search.py"
