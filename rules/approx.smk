@@ -13,8 +13,9 @@ rule tune_approximation:
         paper=config["paper_baseline"],
         rounds=ANALYSIS["tune_rounds"],
     resources:
-        mem_mb=scaled_mem_mb(400, 20),
-        runtime=10,
+        # per prompt: blocks x bins x vocab counts, a few int64/float64 copies
+        mem_mb=per_row("prompts", 400, 32 * N_LAYER * N_BINS * 65),
+        runtime=per_row("prompts", 5, row_seconds=0.02 * ANALYSIS["tune_rounds"]),
     log:
         results("logs/tune_approximation_{mode}.log"),
     benchmark:
@@ -40,7 +41,9 @@ rule evaluate:
         seeds=SEEDS,
         original=ORIGINAL,
     resources:
-        mem_mb=scaled_mem_mb(400, 20),
+        # the string table's in_train column, and per prompt blocks x bins x vocab counts
+        mem_mb=lambda wc, input: int(400 + (table_rows(input.strings) * 600
+                                            + table_rows(input.prompts) * 32 * N_LAYER * N_BINS * 65) / 2**20),
         runtime=5,
     log:
         results("logs/evaluate_{mode}.log"),
@@ -66,8 +69,8 @@ rule case_studies:
         length=config["substring_length"],
         min_cosine=config["threshold_grid"]["start"],
     resources:
-        mem_mb=scaled_mem_mb(500, 2),
-        runtime=scaled_runtime(5, 5),
+        mem_mb=per_row("strings", 300, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL),
+        runtime=per_row("strings", 5, row_seconds=1e-5 * N_LAYER),
     log:
         results("logs/case_studies.log"),
     benchmark:

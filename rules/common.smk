@@ -48,15 +48,36 @@ def search_shards(mode=None):
     return gather.search(results(f"search/{mode}/shard_{{scatteritem}}.parquet"))
 
 
-def scaled_mem_mb(base, per_input_mb):
-    """mem_mb for Snakemake's resources: ``base`` MB plus ``per_input_mb`` times the inputs' size, so
-    one declaration fits every preset (peaks measured on the small preset: docs/benchmarks.md)."""
-    return lambda wildcards, input: int(base + per_input_mb * input.size_mb)
+D_MODEL = SETTINGS["model"]["n_embed"]
 
 
-def scaled_runtime(base, per_input_gb):
-    """runtime (minutes) for Snakemake's resources: ``base`` plus ``per_input_gb`` per GB of input."""
-    return lambda wildcards, input: int(base + per_input_gb * input.size_mb / 1024)
+N_BINS = config["threshold_grid"]["count"]
+PROMPTS_PER_SHARD = -(-ANALYSIS["n_prompts"] // ANALYSIS["search_shards"])
+#: Bytes per string of the string table in memory (next-token counts of both modes, CSR, the strings),
+#: and per string per activation value (a block read, its unit-vector copy, float64 chunks).
+STRING_BYTES, STRING_VALUE_BYTES = 1500, 16
+
+
+def table_rows(path):
+    """Rows of a Parquet table, from its footer. A table not made yet is a FileNotFoundError naming it,
+    which Snakemake reads as "resources to be determined" until its job has run."""
+    import errno
+    import os
+
+    import pyarrow.parquet as pq
+
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "not made yet", str(path))
+    return pq.read_metadata(path).num_rows
+
+
+def per_row(table, base, row_bytes=0, row_seconds=0.0):
+    """Resources that grow with the rows of the input ``table`` (strings or prompts): ``mem_mb`` = base MB
+    plus ``row_bytes`` per row, or ``runtime`` = base minutes plus ``row_seconds`` per row. Coefficients
+    from the peaks of the test and small presets' benchmark records (docs/benchmarks.md)."""
+    if row_seconds:
+        return lambda wildcards, input: int(base + table_rows(input[table]) * row_seconds / 60)
+    return lambda wildcards, input: int(base + table_rows(input[table]) * row_bytes / 2**20)
 
 
 def core_artifacts():

@@ -18,8 +18,8 @@ rule search_shard:
         grid=config["threshold_grid"],
     threads: ANALYSIS["search_threads"]
     resources:
-        mem_mb=scaled_mem_mb(500, 1.5),
-        runtime=scaled_runtime(10, 20),
+        mem_mb=per_row("strings", 300, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL),
+        runtime=per_row("strings", 5, row_seconds=2e-7 * PROMPTS_PER_SHARD * N_LAYER * max(1, D_MODEL / 64)),
     log:
         results("logs/search_{mode}_{scatteritem}.log"),
     benchmark:
@@ -46,8 +46,9 @@ rule verify_search:
         seed=config["prompt_seed"],
         grid=config["threshold_grid"],
     resources:
-        mem_mb=scaled_mem_mb(500, 2),
-        runtime=scaled_runtime(5, 10),
+        # the dense float64 brute force holds a few [verify_prompts strings] matrices
+        mem_mb=per_row("strings", 300, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL + 40 * ANALYSIS["verify_prompts"]),
+        runtime=per_row("strings", 5, row_seconds=2e-6 * ANALYSIS["verify_prompts"] * N_LAYER * len(MODES)),
     log:
         results("logs/verify_search.log"),
     benchmark:

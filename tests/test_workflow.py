@@ -194,6 +194,14 @@ def test_paper_preset_plans_four_training_jobs(repo, tmp_path):
     assert re.search(r"^train_model\s+4$", out, flags=re.M), out[-2000:]
     assert "results/paper/models/seed1337/model.safetensors" in out
     assert re.search(r"^sample\s+4$", out, flags=re.M)
+    # every job declares its memory and time (data-sized ones are known once their inputs exist)
+    jobs = re.findall(r"^(?:local)?rule (\w+):\n(.*?)(?=^\S|\Z)", out, flags=re.M | re.S)
+    assert len({rule for rule, _ in jobs}) >= 17
+    for rule, body in jobs:
+        if rule != "all":
+            resources = re.search(r"resources: (.*)", body).group(1)
+            assert re.search(r"\bmem_mb=(\d+|<TBD>)", resources) and re.search(r"\bruntime=(\d+|<TBD>)", resources), \
+                (rule, resources)
 
 
 # --- the core reproduction: strings, dumps, search, approximation, evaluation, figures ---
@@ -231,16 +239,21 @@ def test_dumps_equal_a_direct_forward_of_the_model(finished_run):
         np.testing.assert_allclose(load_logits(directory, 65)[rows], logits.numpy(), atol=1e-4)
 
 
-def test_search_was_verified_by_prompt_id(finished_run):
+def test_search_was_verified_by_prompt_id(finished_run, test_preset):
     from tinylens.strings import load_prompts
 
     report = json.loads((finished_run / "metrics/search_verification.json").read_text())
+    n = test_preset["analysis"]["verify_prompts"]
+    samples = []
     for mode in ("corpus", "heldout"):
         ids = load_prompts(finished_run / f"strings/prompts_{mode}.parquet")["prompt_id"]
         assert report[mode]["equal"] and report[mode]["mismatched_prompt_ids"] == {}
-        assert report[mode]["prompts_checked"] == report[mode]["prompts"] == len(ids) == 120
-        assert report[mode]["checked_ids"] == sorted(ids)
+        assert report[mode]["prompts"] == len(ids) == 120 and report[mode]["prompts_checked"] == n < 120
+        checked = report[mode]["checked_ids"]
+        assert len(set(checked)) == n and set(checked) <= set(ids) and checked != sorted(ids)[:n]
+        samples.append(checked)
         assert report[mode]["blocks"] == 6 and report[mode]["strings"] > 50_000
+    assert samples[0] != samples[1]  # each mode its own random draw
 
 
 def test_approximation_recomputed_from_raw_activations(finished_run):
