@@ -230,7 +230,7 @@ def summary_for_prompts(paths: Sequence, prompt_ids: Sequence[int], n_blocks: in
     from tinylens.search import load_summary
 
     ids, matches, counts = load_summary(paths, n_blocks, n_bins, vocab_size)
-    rows = align_ids(ids, np.asarray(prompt_ids), f"the search shards {[str(p) for p in paths]}",
+    rows = align_ids(ids, np.asarray(prompt_ids), f"the search summary of {[str(p) for p in paths]}",
                      "the prompt table")
     return matches[rows], counts[rows]
 

@@ -168,6 +168,6 @@ def align_ids(found: np.ndarray, expected: np.ndarray, found_what: str, expected
         raise ValueError(
             f"{found_what} does not line up with {expected_what}: ids missing {missing[:10].tolist()}"
             f"{' ...' if len(missing) > 10 else ''} ({len(missing)} in all), unexpected ids {extra[:10].tolist()}"
-            f"{' ...' if len(extra) > 10 else ''} ({len(extra)} in all); they are from different runs. {REMEDY}")
+            f"{' ...' if len(extra) > 10 else ''} ({len(extra)} in all): they are from different runs; {REMEDY}")
     order = np.argsort(found, kind="stable")
     return order[np.searchsorted(found[order], expected)]

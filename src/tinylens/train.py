@@ -217,6 +217,7 @@ def check_resume_fingerprint(state: dict, fingerprint: dict, resume_path: Path) 
         raise ValueError(f"resume state {resume_path} records no settings fingerprint (an older tinylens wrote "
                          f"it), so it cannot be checked. {remedy}")
     stored = json.loads(state["fingerprint"])
+    fingerprint = json.loads(json.dumps(fingerprint, sort_keys=True))  # as stored, for a like-for-like message
     if fingerprint_hash(stored) != fingerprint_hash(fingerprint):
         changes = "\n  ".join(_differences(stored, fingerprint))
         raise ValueError(f"resume state {resume_path} was written for other settings:\n  {changes}\n{remedy}")
