@@ -48,9 +48,8 @@ def search_shards(mode=None):
     return gather.search(results(f"search/{mode}/shard_{{scatteritem}}.parquet"))
 
 
+# --- resources: memory and time of the data-sized rules grow with the rows of their tables ---
 D_MODEL = SETTINGS["model"]["n_embed"]
-
-
 N_BINS = config["threshold_grid"]["count"]
 PROMPTS_PER_SHARD = -(-ANALYSIS["n_prompts"] // ANALYSIS["search_shards"])
 #: Bytes per string of the string table in memory (next-token counts of both modes, CSR, the strings),

@@ -119,3 +119,13 @@ def test_importing_the_plots_module_chooses_no_backend():
             "print(matplotlib.get_backend())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "svg"
+
+
+def test_pyplot_figure_code_still_gets_plt_on_agg(tmp_path):
+    code = ("import matplotlib; "
+            "from tinylens.plots import plt, save_figure; fig, ax = plt.subplots(); ax.plot([0, 1]); "
+            "save_figure(fig, __import__('sys').argv[1]); print(matplotlib.get_backend(), plt.get_fignums())")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "f.png")], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == ["Agg", "[]"]  # closed after saving
+    assert mpimg.imread(tmp_path / "f.png").shape[0] > 100

@@ -18,6 +18,20 @@ from matplotlib.figure import Figure
 from tinylens.atomic import atomic_path
 
 
+def __getattr__(name: str):
+    """``from tinylens.plots import plt``: pyplot, for figure code written with it, on the Agg backend
+    (figures are files, never windows). The backend is set here, when figure code asks for pyplot,
+    not when this module is imported."""
+    if name == "plt":
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        return plt
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def save_figure(fig: Figure, out: str | Path) -> None:
     """Write ``fig`` as a PNG at ``out`` atomically (a figure made with pyplot is closed too)."""
     with atomic_path(out) as tmp:
