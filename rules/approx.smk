@@ -14,7 +14,7 @@ rule tune_approximation:
         rounds=ANALYSIS["tune_rounds"],
     resources:
         # per prompt: blocks x bins x vocab counts, a few int64/float64 copies
-        mem_mb=per_row("prompts", 400, 32 * N_LAYER * N_BINS * 65),
+        mem_mb=per_row("prompts", 500, 64 * N_LAYER * N_BINS * 65),
         runtime=per_row("prompts", 5, row_seconds=0.02 * ANALYSIS["tune_rounds"]),
     log:
         results("logs/tune_approximation_{mode}.log"),
@@ -41,9 +41,9 @@ rule evaluate:
         seeds=SEEDS,
         original=ORIGINAL,
     resources:
-        # the string table's in_train column, and per prompt blocks x bins x vocab counts
-        mem_mb=lambda wc, input: int(400 + (table_rows(input.strings) * 600
-                                            + table_rows(input.prompts) * 32 * N_LAYER * N_BINS * 65) / 2**20),
+        # the string table (for in_train), and per prompt blocks x bins x vocab counts
+        mem_mb=lambda wc, input: int(550 + (table_rows(input.strings) * STRING_BYTES
+                                            + table_rows(input.prompts) * 48 * N_LAYER * N_BINS * 65) / 2**20),
         runtime=5,
     log:
         results("logs/evaluate_{mode}.log"),
@@ -69,7 +69,7 @@ rule case_studies:
         length=config["substring_length"],
         min_cosine=config["threshold_grid"]["start"],
     resources:
-        mem_mb=per_row("strings", 300, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL),
+        mem_mb=per_row("strings", 450, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL),
         runtime=per_row("strings", 5, row_seconds=1e-5 * N_LAYER),
     log:
         results("logs/case_studies.log"),
@@ -89,7 +89,7 @@ rule hellinger_summary:
     params:
         modes=MODES,
     resources:
-        mem_mb=300,
+        mem_mb=400,
         runtime=5,
     log:
         results("logs/hellinger_summary.log"),

@@ -1,4 +1,6 @@
 # Shared by every stage: the active preset, output paths, wildcard constraints, resources.
+import os
+
 from tinylens.config import active_preset, all_seeds
 from tinylens.strings import MODES as PROMPT_MODES
 
@@ -54,14 +56,13 @@ N_BINS = config["threshold_grid"]["count"]
 PROMPTS_PER_SHARD = -(-ANALYSIS["n_prompts"] // ANALYSIS["search_shards"])
 #: Bytes per string of the string table in memory (next-token counts of both modes, CSR, the strings),
 #: and per string per activation value (a block read, its unit-vector copy, float64 chunks).
-STRING_BYTES, STRING_VALUE_BYTES = 1500, 16
+STRING_BYTES, STRING_VALUE_BYTES = 1900, 16
 
 
 def table_rows(path):
     """Rows of a Parquet table, from its footer. A table not made yet is a FileNotFoundError naming it,
     which Snakemake reads as "resources to be determined" until its job has run."""
     import errno
-    import os
 
     import pyarrow.parquet as pq
 

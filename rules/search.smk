@@ -18,7 +18,7 @@ rule search_shard:
         grid=config["threshold_grid"],
     threads: ANALYSIS["search_threads"]
     resources:
-        mem_mb=per_row("strings", 300, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL),
+        mem_mb=per_row("strings", 600, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL),
         runtime=per_row("strings", 5, row_seconds=2e-7 * PROMPTS_PER_SHARD * N_LAYER * max(1, D_MODEL / 64)),
     log:
         results("logs/search_{mode}_{scatteritem}.log"),
@@ -47,7 +47,7 @@ rule verify_search:
         grid=config["threshold_grid"],
     resources:
         # the dense float64 brute force holds a few [verify_prompts strings] matrices
-        mem_mb=per_row("strings", 300, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL + 40 * ANALYSIS["verify_prompts"]),
+        mem_mb=per_row("strings", 600, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL + 56 * ANALYSIS["verify_prompts"]),
         runtime=per_row("strings", 5, row_seconds=2e-6 * ANALYSIS["verify_prompts"] * N_LAYER * len(MODES)),
     log:
         results("logs/verify_search.log"),

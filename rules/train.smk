@@ -39,7 +39,7 @@ rule training_summary:
     params:
         original=config["seeds"]["original"],
     resources:
-        mem_mb=300,
+        mem_mb=400,
         runtime=5,
     log:
         results("logs/training_summary.log"),

@@ -137,6 +137,21 @@ def test_a_deleted_intermediate_is_noticed_by_the_default_target(finished_run, r
         shutil.move(moved, path)
 
 
+def test_every_job_stayed_within_the_memory_it_declares(finished_run, repo, test_config):
+    """The declared mem_mb of every job against the peak its benchmark record measured."""
+    proc = run_snakemake(repo, finished_run.parent.parent, "-n", "--forceall", config=test_config)
+    declared = {}
+    for job in re.split(r"\n(?=(?:local)?rule \w+:)", proc.stdout + proc.stderr):
+        bench, mem = re.search(r"benchmark: (\S+)", job), re.search(r"\bmem_mb=(\d+)", job)
+        if bench and mem:
+            declared[bench.group(1)] = int(mem.group(1))
+    records = sorted((finished_run / "benchmarks").glob("*.tsv"))
+    assert len(records) >= 30 and len(declared) == len(records), (len(declared), len(records))
+    for record in records:
+        peak_mb = float(record.read_text().splitlines()[-1].split("\t")[2])  # max_rss
+        assert peak_mb <= declared[f"results/test/benchmarks/{record.name}"], (record.name, peak_mb)
+
+
 def test_killed_training_resumes_to_identical_weights(finished_run, repo, tmp_path, test_config):
     target = "results/test/models/seed1337/model.safetensors"
     work = tmp_path / "results/test/models/seed1337.partial"
