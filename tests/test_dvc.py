@@ -237,7 +237,7 @@ def test_no_published_artifacts_is_a_clear_error(origin, tmp_path):
     (clone / "dvc.lock").unlink()  # a commit from before anything was published
     refused = restore(clone, check=False)
     assert refused.returncode == 1
-    assert "dvc.lock does not exist for workflow@test" in refused.stderr
+    assert "this checkout has no dvc.lock: no artifacts of preset 'test' were published" in refused.stderr
     assert "tinylens-publish --preset test" in refused.stderr
     assert not (clone / ".snakemake").exists()
 

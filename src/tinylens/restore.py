@@ -84,8 +84,8 @@ def check_lock(preset: str, cwd: Path) -> None:
         stages = (yaml.safe_load(lock.read_text(encoding="utf-8")) or {}).get("stages", {})
     if stage(preset) not in stages:
         raise RestoreError(
-            f"this checkout's dvc.lock {'does not exist' if not lock.exists() else 'has no entry'} for "
-            f"{stage(preset)}: no artifacts of preset '{preset}' were published with this commit, so `dvc pull` "
+            ("this checkout has no dvc.lock" if not lock.exists() else f"this checkout's dvc.lock has no entry for "
+             f"{stage(preset)}") + f": no artifacts of preset '{preset}' were published with this commit, so `dvc pull` "
             f"has nothing to fetch and nothing was changed. Check out a commit whose dvc.lock records them "
             f"(`git log -- dvc.lock`), ask a maintainer to publish them (`tinylens-publish --preset {preset}`), "
             f"or compute them: snakemake --cores all --config preset={preset}")
