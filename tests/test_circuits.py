@@ -351,3 +351,68 @@ def test_checkpoint_files_sorted_by_step_and_missing_ones_explained(tmp_path):
     assert [s for s, _ in checkpoint_files(tmp_path)] == [0, 50, 200]
     with pytest.raises(FileNotFoundError, match="train rule"):
         checkpoint_files(tmp_path / "none")
+
+
+# --- the family end to end, on the session's `test` preset run --------------------------------------
+
+@pytest.mark.workflow
+def test_circuits_family_end_to_end(finished_run, config):
+    import json
+
+    import matplotlib.image as mpimg
+
+    from tinylens.circuits.symmetry import SYMMETRY_SCHEMA
+    from tinylens.tables import read_table
+    from tinylens.weights import load_model
+
+    original = config["seeds"]["original"]
+    seeds = [original, *config["seeds"]["alternates"]]
+    model = load_model(finished_run / f"models/seed{original}")
+    cfg = model.config
+    n_pairs = cfg.n_head ** 2 * cfg.n_layer * (cfg.n_layer - 1) // 2
+
+    # The table holds every pair, and its scores are the model's (recomputed here from the weights).
+    df = pl.from_arrow(read_table(finished_run / f"circuits/seed{original}/scores.parquet", SCORES_SCHEMA))
+    assert df.height == n_pairs * len(KINDS) * len(BASES) * len(LAYERNORMS)
+    f = head_factors(model, basis_of(model, "token", "folded"))
+    s = composition_scores(f, "Q").numpy()
+    sel = df.filter((pl.col("basis") == "token") & (pl.col("layernorm") == "folded") & (pl.col("kind") == "Q"))
+    a = sel["layer_a"].to_numpy() * cfg.n_head + sel["head_a"].to_numpy()
+    b = sel["layer_b"].to_numpy() * cfg.n_head + sel["head_b"].to_numpy()
+    np.testing.assert_allclose(sel["score"].to_numpy(), s[a, b], rtol=1e-9)
+
+    metrics = json.loads((finished_run / "metrics/circuits.json").read_text())
+    top = metrics["top_pairs"]["residual/ignored"]["K"]
+    assert len(top) == config["circuits"]["top_pairs"]
+    best = df.filter((pl.col("basis") == "residual") & (pl.col("layernorm") == "ignored") & (pl.col("kind") == "K"))
+    assert top[0]["score"] - top[0]["baseline_mean"] == pytest.approx(
+        float((best["score"] - best["baseline_mean"]).max()))
+    assert metrics["baselines"]["residual/ignored"]["K"]["mean"] == pytest.approx(1 / math.sqrt(cfg.n_embed), rel=0.05)
+    assert set(metrics["across_seeds"]["token/ignored"]["V"]["alternates"]) == {str(s) for s in seeds[1:]}
+
+    # The symmetry test: the same LayerNorm-free model, token scores fixed, residual ranks moved by cond 1000.
+    sym = metrics["symmetry"]
+    for name, e in sym.items():
+        assert e["layernorm_free_max_logit_change"] < 1e-9, name
+        assert e["token_max_abs_score_change"] < 1e-9, name
+    assert all(t == 1.0 for t in sym["orthogonal"]["kendall_tau"].values())
+    assert all(t < 1.0 for t in sym["cond1000"]["kendall_tau"].values())
+    assert metrics["symmetry_result"]["real_model_survives_with_layernorm"] == ["permutation", "orthogonal_fixing_ones"]
+    table = pl.from_arrow(read_table(finished_run / "circuits/symmetry.parquet", SYMMETRY_SCHEMA))
+    assert table.height == len(sym) * len(BASES) * len(KINDS) * n_pairs
+
+    # Over training: every checkpoint of every seed; at initialisation the heads are random, so the
+    # residual-basis scores sit inside the random-head baseline.
+    for seed in seeds:
+        over = pl.from_arrow(read_table(finished_run / f"circuits/seed{seed}/over_training.parquet", SCORES_SCHEMA))
+        steps = sorted(int(p.stem.split("_")[1]) for p in (finished_run / f"models/seed{seed}/checkpoints").glob("step_*"))
+        assert sorted(over["step"].unique().to_list()) == steps
+        init = over.filter((pl.col("step") == 0) & (pl.col("basis") == "residual"))
+        z = ((init["score"] - init["baseline_mean"]) / init["baseline_std"]).abs()
+        assert (z > 3).mean() < 0.05, seed
+        assert str(seed) in metrics["over_training"]
+
+    for name in ("composition_heatmaps", "composition_symmetry", "composition_kendall_tau",
+                 "composition_over_training", "composition_across_seeds"):
+        image = mpimg.imread(finished_run / f"figures/{name}.png")
+        assert image.shape[0] > 300 and image.shape[1] > 300 and image.std() > 0.01, name

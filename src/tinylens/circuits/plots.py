@@ -65,7 +65,7 @@ def plot_composition_symmetry(table: pl.DataFrame, digest: dict, out: str | Path
     names = list(digest)
     ncols = min(3, len(names))
     nrows = -(-len(names) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.8 * ncols, 3.9 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.8 * ncols, 4.0 * nrows), squeeze=False, layout="constrained")
     for ax in axes.flat[len(names):]:
         ax.axis("off")
     lo = float(min(table["score_before"].min(), table["score_after"].min()))
@@ -89,7 +89,6 @@ def plot_composition_symmetry(table: pl.DataFrame, digest: dict, out: str | Path
     axes[0][0].legend(fontsize=6, loc="upper left")
     fig.suptitle("Same model, different weights: residual-basis scores move, token-basis scores stay (LN ignored)",
                  fontsize=10)
-    fig.tight_layout()
     save_figure(fig, out)
 
 
