@@ -39,6 +39,9 @@ include: "rules/activations.smk"
 include: "rules/search.smk"
 include: "rules/approx.smk"
 include: "rules/figures.smk"
+# --- circuits family ---
+include: "rules/circuits.smk"
+# --- end circuits family ---
 
 
 rule all:
@@ -54,4 +57,5 @@ rule all:
         results("metrics/search_verification.json"),
         results("metrics/hellinger.json"),
         results("metrics/headline.json"),
+        CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
     default_target: True
