@@ -41,6 +41,8 @@ include: "rules/approx.smk"
 include: "rules/figures.smk"
 # --- circuits family ---
 include: "rules/circuits.smk"
+
+
 # --- end circuits family ---
 
 
