@@ -20,6 +20,8 @@ rule tune_approximation:
         results("logs/tune_approximation_{mode}.log"),
     benchmark:
         results("benchmarks/tune_approximation_{mode}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/tune_approximation.py"
 
@@ -42,13 +44,18 @@ rule evaluate:
         original=ORIGINAL,
     resources:
         # the string table (for in_train), and per prompt blocks x bins x vocab counts
-        mem_mb=lambda wc, input: int(550 + (table_rows(input.strings) * STRING_BYTES
-                                            + table_rows(input.prompts) * 48 * N_LAYER * N_BINS * 65) / 2**20),
+        mem_mb=lambda wc, input: int(
+            550
+            + (table_rows(input.strings) * STRING_BYTES + table_rows(input.prompts) * 48 * N_LAYER * N_BINS * 65)
+            / 2**20
+        ),
         runtime=5,
     log:
         results("logs/evaluate_{mode}.log"),
     benchmark:
         results("benchmarks/evaluate_{mode}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/evaluate.py"
 
@@ -75,6 +82,8 @@ rule case_studies:
         results("logs/case_studies.log"),
     benchmark:
         results("benchmarks/case_studies.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/case_studies.py"
 
@@ -95,5 +104,7 @@ rule hellinger_summary:
         results("logs/hellinger_summary.log"),
     benchmark:
         results("benchmarks/hellinger_summary.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/hellinger_summary.py"

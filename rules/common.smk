@@ -17,6 +17,7 @@ def results(path):
 wildcard_constraints:
     seed=r"\d+",
 
+
 TRAIN = SETTINGS["train"]
 ANALYSIS = SETTINGS["analysis"]
 ORIGINAL = config["seeds"]["original"]
@@ -42,6 +43,13 @@ def activations(seed, set_name):
         "blocks": [f"{base}/block{b}.parquet" for b in range(N_LAYER)],
         "logits": f"{base}/logits.parquet",
     }
+
+
+def dump_input_table(wildcards):
+    """The table of strings an activation dump reads: all strings, or one prompt set."""
+    if wildcards.set == "strings":
+        return rules.build_strings.output.strings
+    return results(f"strings/{wildcards.set}.parquet")
 
 
 def search_shards(mode=None):
@@ -83,20 +91,36 @@ def per_row(table, base, row_bytes=0, row_seconds=0.0):
 def core_artifacts():
     """Every file of the core reproduction that a later step, a verification or a restore needs,
     intermediates included, so `rule all` notices when one is missing (a deleted shard or dump)."""
-    files = [results(f) for f in ("data/corpus.txt", "data/tokenizer.json", "data/train.npy", "data/val.npy",
-                                  "strings/strings.parquet")]
+    files = [
+        results(f)
+        for f in ("data/corpus.txt", "data/tokenizer.json", "data/train.npy", "data/val.npy", "strings/strings.parquet")
+    ]
     for seed in SEEDS:
         model = results(f"models/seed{seed}")
-        files += [f"{model}/{name}" for name in ("model.safetensors", "config.json", "tokenizer.json",
-                                                 "metrics.json", "loss.csv", "checkpoints")]
+        files += [
+            f"{model}/{name}"
+            for name in (
+                "model.safetensors",
+                "config.json",
+                "tokenizer.json",
+                "metrics.json",
+                "loss.csv",
+                "checkpoints",
+            )
+        ]
         for set_name in PROMPT_SETS:
             dump = activations(seed, set_name)
             files += [*dump["blocks"], dump["logits"]]
     dump = activations(ORIGINAL, "strings")
     files += [*dump["blocks"], dump["logits"]]
     for mode in MODES:
-        files += [results(f"strings/prompts_{mode}.parquet"), *search_shards(mode),
-                  results(f"approx/{mode}/tuned.json"), results(f"approx/{mode}/threshold_sweep.csv"),
-                  results(f"evaluation/{mode}/hellinger.parquet"), results(f"metrics/hellinger_{mode}.json")]
+        files += [
+            results(f"strings/prompts_{mode}.parquet"),
+            *search_shards(mode),
+            results(f"approx/{mode}/tuned.json"),
+            results(f"approx/{mode}/threshold_sweep.csv"),
+            results(f"evaluation/{mode}/hellinger.parquet"),
+            results(f"metrics/hellinger_{mode}.json"),
+        ]
     files += [results("case_studies/summary.json"), results("case_studies/matches.parquet")]
     return files

@@ -12,6 +12,8 @@ rule download_corpus:
         results("logs/download_corpus.log"),
     benchmark:
         results("benchmarks/download_corpus.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/download_corpus.py"
 
@@ -34,5 +36,7 @@ rule tokenize:
         results("logs/tokenize.log"),
     benchmark:
         results("benchmarks/tokenize.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/tokenize.py"

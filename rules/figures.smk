@@ -18,6 +18,8 @@ rule plot_loss_curves:
         results("logs/plot_loss_curves.log"),
     benchmark:
         results("benchmarks/plot_loss_curves.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_loss_curves.py"
 
@@ -26,8 +28,11 @@ rule plot_hellinger_histogram:
     input:
         tables=expand(results("evaluation/{mode}/hellinger.parquet"), mode=MODES),
     output:
-        figure=report(results("figures/hellinger_histogram.png"), caption="../report/hellinger_histogram.rst",
-                      category="Approximation"),
+        figure=report(
+            results("figures/hellinger_histogram.png"),
+            caption="../report/hellinger_histogram.rst",
+            category="Approximation",
+        ),
     params:
         modes=MODES,
         alternates=ALTERNATES,
@@ -39,6 +44,8 @@ rule plot_hellinger_histogram:
         results("logs/plot_hellinger_histogram.log"),
     benchmark:
         results("benchmarks/plot_hellinger_histogram.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_hellinger_histogram.py"
 
@@ -48,8 +55,9 @@ rule plot_threshold_sweep:
         sweeps=expand(results("approx/{mode}/threshold_sweep.csv"), mode=MODES),
         tuned=expand(results("approx/{mode}/tuned.json"), mode=MODES),
     output:
-        figure=report(results("figures/threshold_sweep.png"), caption="../report/threshold_sweep.rst",
-                      category="Approximation"),
+        figure=report(
+            results("figures/threshold_sweep.png"), caption="../report/threshold_sweep.rst", category="Approximation"
+        ),
     params:
         modes=MODES,
         paper_thresholds=config["paper_baseline"]["thresholds"],
@@ -61,6 +69,8 @@ rule plot_threshold_sweep:
         results("logs/plot_threshold_sweep.log"),
     benchmark:
         results("benchmarks/plot_threshold_sweep.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_threshold_sweep.py"
 
@@ -69,8 +79,9 @@ rule plot_case_studies:
     input:
         summary=rules.case_studies.output.summary,
     output:
-        figure=report(results("figures/case_studies.png"), caption="../report/case_studies.rst",
-                      category="Approximation"),
+        figure=report(
+            results("figures/case_studies.png"), caption="../report/case_studies.rst", category="Approximation"
+        ),
     resources:
         mem_mb=600,
         runtime=5,
@@ -78,5 +89,7 @@ rule plot_case_studies:
         results("logs/plot_case_studies.log"),
     benchmark:
         results("benchmarks/plot_case_studies.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_case_studies.py"

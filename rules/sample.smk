@@ -14,5 +14,7 @@ rule sample:
         results("logs/sample_seed{seed}.log"),
     benchmark:
         results("benchmarks/sample_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/sample.py"

@@ -24,20 +24,22 @@ rule search_shard:
         results("logs/search_{mode}_{scatteritem}.log"),
     benchmark:
         results("benchmarks/search_{mode}_{scatteritem}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/search_shard.py"
 
 
 rule verify_search:
     input:
+        **{f"prompts_{mode}": results(f"strings/prompts_{mode}.parquet") for mode in MODES},
+        **{f"prompt_logits_{mode}": activations(ORIGINAL, f"prompts_{mode}")["logits"] for mode in MODES},
+        **{f"shards_{mode}": search_shards(mode) for mode in MODES},
         strings=rules.build_strings.output.strings,
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
         string_blocks=activations(ORIGINAL, "strings")["blocks"],
         string_logits=activations(ORIGINAL, "strings")["logits"],
-        **{f"prompts_{mode}": results(f"strings/prompts_{mode}.parquet") for mode in MODES},
-        **{f"prompt_logits_{mode}": activations(ORIGINAL, f"prompts_{mode}")["logits"] for mode in MODES},
         prompt_blocks=[f for s in PROMPT_SETS for f in activations(ORIGINAL, s)["blocks"]],
-        shards=[f for mode in MODES for f in search_shards(mode)],
     output:
         report=results("metrics/search_verification.json"),
     params:
@@ -53,5 +55,7 @@ rule verify_search:
         results("logs/verify_search.log"),
     benchmark:
         results("benchmarks/verify_search.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/verify_search.py"

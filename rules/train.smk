@@ -27,6 +27,8 @@ rule train_model:
         results("logs/train_seed{seed}.log"),
     benchmark:
         results("benchmarks/train_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/train_model.py"
 
@@ -45,5 +47,7 @@ rule training_summary:
         results("logs/training_summary.log"),
     benchmark:
         results("benchmarks/training_summary.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/training_summary.py"

@@ -3,8 +3,16 @@
 from pathlib import Path
 
 from tinylens.activations import load_logits
-from tinylens.approx import (evaluate, evaluation_summary, hellinger_schema, in_train_text, paper_setting,
-                             softmax, summary_for_prompts, tuned_setting)
+from tinylens.approx import (
+    evaluate,
+    evaluation_summary,
+    hellinger_schema,
+    in_train_text,
+    paper_setting,
+    softmax,
+    summary_for_prompts,
+    tuned_setting,
+)
 from tinylens.atomic import read_json, write_json
 from tinylens.logs import log_to
 from tinylens.model import ModelConfig

@@ -1,6 +1,7 @@
 """Check the streamed search against the dense float64 brute force on a seeded random sample of prompt ids
 (rule verify_search)."""
 
+from functools import partial
 from pathlib import Path
 
 from tinylens.activations import load_block
@@ -19,15 +20,14 @@ with log_to(snakemake.log[0]) as log:
     string_dir = Path(inp.string_logits).parent
     report = {}
     for mode in p.modes:
-        shards = [s for s in inp.shards if f"/search/{mode}/" in s]
-        ids, matches, counts = load_summary(shards, cfg.n_layer, len(edges), cfg.vocab_size)
+        ids, matches, counts = load_summary(inp[f"shards_{mode}"], cfg.n_layer, len(edges), cfg.vocab_size)
         prompt_ids = load_prompts(inp[f"prompts_{mode}"])["prompt_id"]
         prompt_dir = Path(inp[f"prompt_logits_{mode}"]).parent
         sample = sample_prompt_ids(prompt_ids, p.n_prompts, p.seed, salt=mode)
         report[mode] = verify_search(
             sample, ids, matches, counts, prompt_ids,
-            lambda b: load_block(prompt_dir, b, "ffwd_out", cfg.n_embed, n_rows=len(prompt_ids)),
-            lambda b: load_block(string_dir, b, "ffwd_out", cfg.n_embed, n_rows=len(table)),
+            partial(load_block, prompt_dir, kind="ffwd_out", d_model=cfg.n_embed, n_rows=len(prompt_ids)),
+            partial(load_block, string_dir, kind="ffwd_out", d_model=cfg.n_embed, n_rows=len(table)),
             table.counts(mode), edges, table.members(mode))
         log.info("%s mode: %d of %d prompts x %d strings x %d blocks re-checked: %s", mode, len(sample),
                  len(prompt_ids), len(table), cfg.n_layer,

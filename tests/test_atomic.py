@@ -46,7 +46,7 @@ def test_text_is_utf8_whatever_the_locale(tmp_path):
     proc = subprocess.run([sys.executable, "-X", "utf8=0", "-c", code, str(out)], env=env, capture_output=True,
                           text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert out.read_bytes() == "Café ␣".encode("utf-8")
+    assert out.read_bytes() == "Café ␣".encode()
 
 
 def test_files_and_the_directory_are_fsynced(tmp_path, monkeypatch):

@@ -26,7 +26,8 @@ from tinylens import atomic
 pytestmark = pytest.mark.workflow
 
 OUTS = ["data", "models", "samples", "strings", "activations", "search", "approx", "evaluation",
-        "case_studies", "figures", "metrics"]
+        "case_studies", "figures", "metrics",
+        "circuits"]  # circuits family
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}

@@ -56,7 +56,7 @@ def test_hellinger_histogram_counts_every_prompt_per_mode():
     fig = make_hellinger_histogram(tables)
     axes = fig.axes
     assert len(axes) == 2
-    for ax, (mode, cols) in zip(axes, tables.items()):
+    for ax, cols in zip(axes, tables.values()):
         bars = ax.patches[: len(HISTOGRAM_BINS) - 1]  # the approximation's bars come first
         assert len(bars) == 40
         heights = np.array([b.get_height() for b in bars])

@@ -39,10 +39,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import torch
 from tqdm.auto import tqdm
-
-import pyarrow as pa
 
 from tinylens.atomic import atomic_path, replace_dir, write_json
 from tinylens.model import ModelConfig, Transformer
