@@ -25,6 +25,7 @@ include: "rules/activations.smk"
 include: "rules/search.smk"
 include: "rules/approx.smk"
 include: "rules/figures.smk"
+include: "rules/superposition.smk"  # superposition family
 
 
 rule all:
@@ -40,4 +41,6 @@ rule all:
         results("metrics/search_verification.json"),
         results("metrics/hellinger.json"),
         results("metrics/headline.json"),
+        # superposition family
+        rules.superposition.input,
     default_target: True
