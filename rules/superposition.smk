@@ -123,6 +123,7 @@ rule superposition_summary:
         phase_seeds=SUPER["phase_diagram"]["seeds"],
         fractions=SUPER_DEFS["fractions"],
         tolerance=SUPER_DEFS["tolerance"],
+        jumps=SUPER_DEFS["jumps"],
         threshold=SUPER_DEFS["represented_norm"],
     resources:
         mem_mb=1000,

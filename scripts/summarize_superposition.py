@@ -17,7 +17,7 @@ with log_to(snakemake.log[0]) as log:
         phase_cells=read_columns(i.phase_cells, TABLES["phase_cells"]),
         phase_boundary=read_columns(i.phase_boundary, TABLES["phase_boundary"]),
         fixed_sparsity=p.fixed_sparsity, dynamics_sparsity=p.dynamics_sparsity, phase_seeds=p.phase_seeds,
-        fractions=parse_fractions(p.fractions), tolerance=p.tolerance, threshold=p.threshold,
+        fractions=parse_fractions(p.fractions), tolerance=p.tolerance, jump_settings=p.jumps, threshold=p.threshold,
     )
     write_json(snakemake.output.metrics, {"preset": p.preset, **metrics})
     log.info("headline: %s; wrote %s", metrics["headline"], snakemake.output.metrics)

@@ -21,9 +21,8 @@ with log_to(snakemake.log[0]) as log:
     fractions = parse_fractions(p.fractions)
     tables = run_dimensionality(
         spec["features"], spec["hidden"], spec["sparsities"], spec, spec["snapshots"], fractions, p.tolerance,
-        jump_levels=sorted({*fractions, Fraction(0)}, reverse=True), jump_min_dwell=p.jumps["min_dwell"],
-        jump_smooth=p.jumps["smooth"], seed=p.seed, threshold=p.threshold, device=select_device(p.device),
-        progress=True,
+        jump_levels=sorted({*fractions, Fraction(0)}, reverse=True), jumps=p.jumps, seed=p.seed,
+        threshold=p.threshold, device=select_device(p.device), progress=True,
     )
     write_table(out.models, DIMENSIONALITY_MODELS, tables["models"])
     write_table(out.features, DIMENSIONALITY_FEATURES, tables["features"])

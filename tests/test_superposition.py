@@ -261,10 +261,13 @@ def test_jumps_are_found_where_a_feature_moves_between_plateaus():
     a = _staircase([0.5, 0.4], [30, 30], noise=0.004)        # digon -> pentagon at step 300
     b = _staircase([2 / 3, 0.6, 0.72, 0.75], [20, 1, 1, 38], noise=0.004)  # triangle -> tetrahedron, quick transit
     c = np.linspace(0.1, 0.9, 60)                              # a slow drift: no plateau, no jump
-    jumps = find_jumps(steps, np.stack([a, b, c], 1), fr, tol=0.02, min_dwell=5)
+    e = np.concatenate([np.full(20, 0.5), np.linspace(0.5, 0.4, 20), np.full(20, 0.4)])  # plateaus, slow move
+    jumps = find_jumps(steps, np.stack([a, b, c, e], 1), fr, tol=0.02, min_dwell=5, max_transition=6)
     assert [(j.feature, j.step, j.from_fraction, j.to_fraction) for j in jumps] == [
         (1, 210, Fraction(2, 3), Fraction(3, 4)), (0, 300, Fraction(1, 2), Fraction(2, 5))]
     assert jumps[0].left_step == 190 and jumps[0].arrive_step == 220
+    slow = find_jumps(steps, e[:, None], fr, tol=0.02, min_dwell=5)  # without the limit the drift counts
+    assert [(j.from_fraction, j.to_fraction) for j in slow] == [(Fraction(1, 2), Fraction(2, 5))]
 
 
 def test_smoothing_keeps_noise_from_reading_as_jumps():

@@ -5,8 +5,9 @@ Elhage et al. (2022) saw each feature's D_i sit on a fraction (1, 3/4,
 "energy level" picture (method.md §11). Here a plateau is a run of at least
 ``min_dwell`` consecutive snapshots whose D_i all lie within ``tol`` of the
 same level; a jump is two consecutive plateaus of one feature at different
-levels, located at the first snapshot where D_i is nearer the new level
-than the old.
+levels with at most ``max_transition`` snapshots between them (a slow drift
+from one level to another is not a jump), located at the first snapshot
+where D_i is nearer the new level than the old.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def running_median(d: np.ndarray, window: int) -> np.ndarray:
 
 
 def find_jumps(steps: Sequence[int], d: np.ndarray, levels: Sequence[Fraction], tol: float = 0.02,
-               min_dwell: int = 3, smooth: int = 1) -> list[Jump]:
+               min_dwell: int = 3, smooth: int = 1, max_transition: int | None = None) -> list[Jump]:
     """Jumps of every feature; d is D_i per snapshot [snapshots features], steps the snapshot steps.
 
     ``smooth`` > 1 first takes a running median over that many snapshots,
@@ -75,7 +76,7 @@ def find_jumps(steps: Sequence[int], d: np.ndarray, levels: Sequence[Fraction], 
     for f in range(d.shape[1]):
         runs = plateaus(labels[:, f], min_dwell)
         for (_, end, a), (start, _, b) in zip(runs, runs[1:]):
-            if a == b:
+            if a == b or (max_transition is not None and start - end - 1 > max_transition):
                 continue
             between = d[end + 1: start + 1, f]
             closer = np.flatnonzero(np.abs(between - values[b]) < np.abs(between - values[a]))

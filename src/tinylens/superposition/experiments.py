@@ -122,10 +122,11 @@ def run_nonuniform(fixed_sparsity: float, relative_density: Sequence[float], ran
 
 def run_dimensionality(features: int, hidden: int, sparsities: Sequence[float], train_spec: Mapping, snapshots: int,
                        fractions: Sequence[Fraction], tolerance: float, jump_levels: Sequence[Fraction],
-                       jump_min_dwell: int, jump_smooth: int, seed: int, threshold: float = REPRESENTED_NORM,
-                       device="cpu", progress: bool = False) -> dict:
+                       jumps: Mapping[str, float], seed: int, threshold: float = REPRESENTED_NORM, device="cpu",
+                       progress: bool = False) -> dict:
     """n features in m dimensions, equal importance, one model per sparsity; W kept at ``snapshots``
-    evenly spaced steps for the jumps of D_i over training."""
+    evenly spaced steps for the jumps of D_i over training (``jumps``: tolerance, min_dwell, smooth,
+    max_transition of :func:`tinylens.superposition.dynamics.find_jumps`)."""
     S = np.asarray(sparsities, dtype=float)
     density = torch.tensor(1 - S, dtype=torch.float32)[:, None].expand(-1, features).contiguous()
     settings = _settings(train_spec)
@@ -150,14 +151,15 @@ def run_dimensionality(features: int, hidden: int, sparsities: Sequence[float], 
                 "feature": np.tile(np.arange(features), len(S) * T),
                 "norm": traj_norm.transpose(1, 0, 2).reshape(-1).astype(np.float32),
                 "dimensionality": traj_D.transpose(1, 0, 2).reshape(-1).astype(np.float32)}
-    jumps = {k: [] for k in DIMENSIONALITY_JUMPS.columns}
+    found = {k: [] for k in DIMENSIONALITY_JUMPS.columns}
     for k, s in enumerate(S):
-        for j in find_jumps(res.snapshot_steps, traj_D[:, k], jump_levels, tolerance, jump_min_dwell, jump_smooth):
+        for j in find_jumps(res.snapshot_steps, traj_D[:, k], jump_levels, jumps["tolerance"], jumps["min_dwell"],
+                            jumps["smooth"], jumps["max_transition"]):
             for key, value in (("sparsity", s), ("feature", j.feature), ("step", j.step),
                                ("from_fraction", str(j.from_fraction)), ("to_fraction", str(j.to_fraction)),
                                ("left_step", j.left_step), ("arrive_step", j.arrive_step)):
-                jumps[key].append(value)
-    return {"models": models, "features": feats, "training": training, "jumps": jumps}
+                found[key].append(value)
+    return {"models": models, "features": feats, "training": training, "jumps": found}
 
 
 def run_phase_diagram(importance: Sequence[float], density: Sequence[float], seeds: int, train_spec: Mapping,
@@ -344,12 +346,14 @@ SOURCE = {
 
 def summarize_family(uniform, nonuniform, dim_models, dim_features, jumps, phase_cells, phase_boundary,
                      fixed_sparsity: float, dynamics_sparsity: float, phase_seeds: int,
-                     fractions: Sequence[Fraction], tolerance: float, threshold: float = REPRESENTED_NORM) -> dict:
+                     fractions: Sequence[Fraction], tolerance: float, jump_settings: Mapping,
+                     threshold: float = REPRESENTED_NORM) -> dict:
     """Everything metrics/superposition.json holds: a flat headline, then each experiment with the source."""
     uni = summarize_uniform(uniform)
     non = summarize_nonuniform(nonuniform, fixed_sparsity)
     dim = summarize_dimensionality(dim_models, dim_features, jumps, fractions, tolerance, dynamics_sparsity,
                                    threshold)
+    dim["jumps"]["definition"] = dict(jump_settings)
     phase = summarize_phase_diagram(phase_cells, phase_boundary, phase_seeds)
     top = uni["by_sparsity"][-1]
     headline = {
