@@ -3,9 +3,11 @@
 For each sweep of a preset (method.md §11; config `presets.<preset>.superposition`) this times
 ``tinylens.superposition.experiments.run_*`` as the workflow runs it (one stack of models), and the
 same training done one model at a time (``train`` on a stack of one, same settings; a sample of
-``--naive-models`` models, extrapolated to the whole sweep). With ``--out`` it also writes the
-sweep's tables, ``superposition.json`` and the figures there, so a preset can be run where
-Snakemake is not installed (for example on a GPU machine) and its numbers compared.
+``--naive-models`` models, extrapolated to the whole sweep), training only on both sides. Wall and
+CPU time are both given; CPU time is the steadier figure on a shared machine. With ``--out`` it also
+writes the
+sweeps' tables, ``superposition.json`` and the figures there, so a preset can be run where Snakemake
+is not installed and its numbers compared.
 
     python benchmarks/superposition.py --preset small --threads 1
     python benchmarks/superposition.py --preset paper --device cuda --naive-models 0 --out /tmp/paper
@@ -33,7 +35,7 @@ from tinylens.superposition.experiments import (
 from tinylens.superposition.levels import parse_fractions
 from tinylens.superposition.model import train
 from tinylens.superposition.regimes import pair_settings
-from tinylens.superposition.schemas import TABLES
+from tinylens.superposition.schemas import TABLES, read_columns
 from tinylens.tables import write_table
 from tinylens.train import select_device
 
@@ -123,14 +125,15 @@ def main() -> None:
             # training alone, so both sides count the same work (the sweep also evaluates, classifies and,
             # for the phase diagram, finds the analytic boundary)
             settings = _settings(s)
-            _, wb, _ = timed(lambda: train(imp.contiguous(), dens.contiguous(), hidden, settings, seed, device=device),
-                             device)
+            _, wb, cb = timed(lambda: train(imp.contiguous(), dens.contiguous(), hidden, settings, seed,
+                                            device=device), device)
             pick = np.linspace(0, n_models - 1, min(args.naive_models, n_models)).round().astype(int)
-            _, w1, _ = timed(lambda: [train(imp[i:i + 1].contiguous(), dens[i:i + 1].contiguous(), hidden, settings,
-                                            seed, device=device) for i in pick], device)
-            row.update(batched_train_wall_s=wb, naive_models_timed=len(pick), naive_wall_s_per_model=w1 / len(pick),
-                       naive_wall_s_projected=w1 / len(pick) * n_models)
-            row["batched_speedup"] = row["naive_wall_s_projected"] / wb
+            _, w1, c1 = timed(lambda: [train(imp[i:i + 1].contiguous(), dens[i:i + 1].contiguous(), hidden, settings,
+                                             seed, device=device) for i in pick], device)
+            k = n_models / len(pick)
+            row.update(batched_train_wall_s=wb, batched_train_cpu_s=cb, naive_models_timed=len(pick),
+                       naive_wall_s_projected=w1 * k, naive_cpu_s_projected=c1 * k,
+                       speedup_wall=w1 * k / wb, speedup_cpu=c1 * k / cb)
         report["sweeps"][name] = row
         print(json.dumps({name: row}), flush=True)
     report["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -148,12 +151,11 @@ def main() -> None:
             dynamics_sparsity=spec["dimensionality"]["dynamics_sparsity"], phase_seeds=spec["phase_diagram"]["seeds"],
             fractions=fractions, tolerance=defs["tolerance"], jump_settings=defs["jumps"], threshold=thr)
         write_json(args.out / "superposition.json", {"preset": args.preset, **metrics})
-        from tinylens.superposition.schemas import read_columns
-
         t = {stem: read_columns(args.out / f"superposition/{stem}.parquet", TABLES[stem]) for stem in tables}
         fig = args.out / "figures"
         plots.plot_polygons(t["uniform_models"], t["uniform_features"], fig / "superposition_polygons.png")
-        plots.plot_phase_change(t["nonuniform_models"], t["nonuniform_features"], fig / "superposition_phase_change.png")
+        plots.plot_phase_change(t["nonuniform_models"], t["nonuniform_features"],
+                                fig / "superposition_phase_change.png")
         crossing = metrics["phase_change"]["crossing_relative_density"]
         plots.plot_loss_crossing(t["nonuniform_models"], crossing if isinstance(crossing, float) else None,
                                  spec["nonuniform"]["fixed_sparsity"], fig / "superposition_loss_crossing.png")

@@ -1,4 +1,5 @@
-"""Figure: D_i over training for one sparsity, with the jumps found (rule plot_superposition_dimensionality_training)."""
+"""Figure: D_i over training for one sparsity, with the jumps found
+(rule plot_superposition_dimensionality_training)."""
 
 from tinylens.logs import log_to
 from tinylens.superposition.levels import parse_fractions

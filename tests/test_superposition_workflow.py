@@ -52,7 +52,7 @@ def test_stored_geometry_is_what_the_stored_weights_give(tables, spec, config):
     """D_i and the polygon of each model, recomputed from its stored columns of W."""
     f = tables["uniform_features"]
     n = spec["uniform"]["features"]
-    W = torch.from_numpy(f["w"].reshape(-1, n, 2)).transpose(1, 2)  # [models 2 features]
+    W = torch.tensor(f["w"].reshape(-1, n, 2)).transpose(1, 2)  # [models 2 features]
     assert np.allclose(feature_dimensionality(W).numpy().reshape(-1), f["dimensionality"], atol=1e-5)
     names = [polygon_name(w, config["superposition"]["represented_norm"])[0] for w in W.numpy()]
     assert names == list(tables["uniform_models"]["polygon"])

@@ -204,7 +204,8 @@ def summarize_uniform(models: Mapping[str, np.ndarray]) -> dict:
     for s in np.unique(S):
         sel = S == s
         polys = Counter(np.asarray(models["polygon"], dtype=object)[sel])
-        out.append({"sparsity": float(s), "n_represented_mean": float(np.mean(np.asarray(models["n_represented"])[sel])),
+        out.append({"sparsity": float(s),
+                    "n_represented_mean": float(np.mean(np.asarray(models["n_represented"])[sel])),
                     "polygons": dict(polys.most_common()),
                     "mean_loss": float(np.mean(np.asarray(models["loss"])[sel]))})
     return {"by_sparsity": out}
@@ -261,7 +262,8 @@ def summarize_dimensionality(models: Mapping, features: Mapping, jumps: Mapping,
                              "n_represented": int(models["n_represented"][k]),
                              "share_near_fraction": float(near[sel].mean()) if sel.any() else None,
                              "jumps": int(np.isclose(J_S, s).sum()),
-                             "fractions": dict(Counter(np.asarray(features["nearest_fraction"], dtype=object)[sel & near]))})
+                             "fractions": dict(Counter(
+                                 np.asarray(features["nearest_fraction"], dtype=object)[sel & near]))})
     return {
         "fractions": [str(f) for f in fractions],
         "tolerance": tolerance,
@@ -298,7 +300,8 @@ def summarize_phase_diagram(cells: Mapping, boundary: Mapping, seeds: int) -> di
         "boundary_rows": [{"importance": float(r), "analytic_density": None if not np.isfinite(a) else float(a),
                            "trained_density": None if not np.isfinite(t) else float(t)}
                           for r, a, t, keep in zip(boundary["importance"], b_an, b_tr, rows) if keep],
-        "boundary_mean_abs_log10_ratio": float(np.mean(np.abs(np.log10(b_tr[both] / b_an[both])))) if both.any() else None,
+        "boundary_mean_abs_log10_ratio": (float(np.mean(np.abs(np.log10(b_tr[both] / b_an[both]))))
+                                          if both.any() else None),
     }
 
 

@@ -207,7 +207,8 @@ def plot_dimensionality_training(training: Mapping, jumps: Mapping, sparsity: fl
         ax.legend(fontsize=8, loc="lower right")
     _fraction_lines(ax, fractions)
     ax.set(xscale="log", ylim=(0, 1.08), xlabel="training step", ylabel="D_i",
-           title=f"Feature dimensionality over training (S = {sparsity:g}; {len(shown)} features represented at the end)")
+           title=f"Feature dimensionality over training (S = {sparsity:g}; "
+                 f"{len(shown)} features represented at the end)")
     ax.grid(alpha=0.2)
     fig.tight_layout()
     save_figure(fig, out)
