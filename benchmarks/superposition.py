@@ -5,9 +5,8 @@ For each sweep of a preset (method.md §11; config `presets.<preset>.superpositi
 same training done one model at a time (``train`` on a stack of one, same settings; a sample of
 ``--naive-models`` models, extrapolated to the whole sweep), training only on both sides. Wall and
 CPU time are both given; CPU time is the steadier figure on a shared machine. With ``--out`` it also
-writes the
-sweeps' tables, ``superposition.json`` and the figures there, so a preset can be run where Snakemake
-is not installed and its numbers compared.
+writes the sweeps' tables, ``superposition.json`` and the figures there, so a preset can be run
+where Snakemake is not installed and its numbers compared.
 
     python benchmarks/superposition.py --preset small --threads 1
     python benchmarks/superposition.py --preset paper --device cuda --naive-models 0 --out /tmp/paper
