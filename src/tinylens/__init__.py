@@ -2,6 +2,9 @@
 
 The importable library behind the Snakemake workflow. Topic modules:
 ``corpus`` (fetch, tokenizer, split), ``model`` (the transformer),
+``interventions`` (the one way to run the model with recorded and edited
+hook points, from any depth; per-head weights), ``measures`` (one
+definition of Hellinger, KL, cosine, softmax, entropy, unigram),
 ``weights`` (safetensors I/O), ``train`` (training and exact resume),
 ``strings`` (substrings, next-token counts, prompts), ``activations``
 (Parquet dumps), ``search`` (exact binned similarity search), ``approx``

@@ -15,16 +15,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-
-def hellinger(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """H(p, q) = ||sqrt(p) - sqrt(q)||_2 / sqrt(2), row-wise, in [0, 1]."""
-    return np.sqrt(np.clip(0.5 * ((np.sqrt(p) - np.sqrt(q)) ** 2).sum(axis=-1), 0.0, 1.0))
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    z = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
+from tinylens.measures import hellinger, softmax  # noqa: F401  (re-exported: one definition)
 
 
 def approximate(above: np.ndarray, thresholds: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

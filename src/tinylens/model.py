@@ -22,19 +22,34 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-#: Per-block activations recorded by :meth:`Transformer.forward_with_activations`.
+#: Per-block activations recorded by :meth:`Transformer.forward_with_activations` (the hook
+#: points of ``tinylens.interventions`` with these kinds).
 #: ``block_input`` is the residual stream entering the block, ``sa_out`` the
 #: attention output added to it, ``ffwd_out`` the feed-forward output added
 #: after that, ``attn_pattern`` the attention weights (after softmax).
 ACTIVATION_NAMES = ("block_input", "sa_out", "ffwd_out", "attn_pattern")
 
 Positions = Literal["last", "all"]
+
+
+class Hook(Protocol):
+    """What :meth:`Block.forward` calls at every hook point (see ``tinylens.interventions``).
+
+    ``hook(name, value)`` returns the value the forward pass continues with (the
+    same tensor, or an edited one). ``internals`` asks the attention for its
+    query/key/value, pattern and per-head outputs (the slower explicit softmax);
+    without it the fused kernel runs and only the block-level points are called.
+    """
+
+    internals: bool
+
+    def __call__(self, name: str, value: Tensor) -> Tensor: ...
 
 
 @dataclass(frozen=True)
@@ -106,20 +121,32 @@ class CausalSelfAttention(nn.Module):
             persistent=False,
         )
 
-    def forward(self, x: Tensor, return_pattern: bool = False) -> tuple[Tensor, Tensor | None]:
-        """x: [batch pos d_model] -> (out [batch pos d_model], pattern [batch n_heads pos pos] | None)."""
+    def forward(self, x: Tensor, return_pattern: bool = False, hook: Hook | None = None,
+                name: str = "") -> tuple[Tensor, Tensor | None]:
+        """x: [batch pos d_model] -> (out [batch pos d_model], pattern [batch n_heads pos pos] | None).
+
+        With a ``hook`` (see :class:`Hook`), ``q``, ``k``, ``v``, ``attn_pattern`` and ``z``
+        pass through it as ``{name}.q`` etc. when ``hook.internals`` is true.
+        """
         batch, pos, d_model = x.shape
         # [batch pos 3*d_model] -> 3 x [batch n_heads pos d_head]
         q, k, v = (
             t.view(batch, pos, self.n_head, self.d_head).transpose(1, 2)
             for t in self.qkv(x).split(d_model, dim=2)
         )
-        if return_pattern:
+        internals = hook is not None and hook.internals
+        if internals:
+            q, k, v = hook(f"{name}.q", q), hook(f"{name}.k", k), hook(f"{name}.v", v)
+        if return_pattern or internals:
             # Explicit softmax so the pattern can be returned; same maths as the fused kernel.
             scores = (q @ k.transpose(-2, -1)) * self.d_head**-0.5  # [batch n_heads pos pos]
             scores = scores.masked_fill(~self.causal_mask[:pos, :pos], float("-inf"))
             pattern = F.softmax(scores, dim=-1)
+            if internals:
+                pattern = hook(f"{name}.attn_pattern", pattern)
             heads = self.attn_dropout(pattern) @ v  # [batch n_heads pos d_head]
+            if internals:
+                heads = hook(f"{name}.z", heads)
         else:
             pattern = None
             heads = F.scaled_dot_product_attention(
@@ -155,16 +182,25 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(cfg.n_embed)
         self.ffwd = FeedForward(cfg)
 
-    def forward(self, x: Tensor, record: dict[str, Tensor] | None = None, patterns: bool = True) -> Tensor:
-        """x: [batch pos d_model]. If ``record`` is a dict, fill it with this block's activations
-        (the attention pattern only if ``patterns``: computing it needs the slower explicit softmax)."""
-        sa_out, pattern = self.sa(self.ln1(x), return_pattern=record is not None and patterns)
-        ffwd_out = self.ffwd(self.ln2(x + sa_out))
-        if record is not None:
-            record.update(block_input=x, sa_out=sa_out, ffwd_out=ffwd_out)
-            if pattern is not None:
-                record["attn_pattern"] = pattern
-        return x + sa_out + ffwd_out
+    def forward(self, x: Tensor, hook: Hook | None = None, name: str = "") -> Tensor:
+        """x: [batch pos d_model] -> block output [batch pos d_model].
+
+        With a ``hook``, every intermediate passes through it (and may be edited)
+        in forward order: ``{name}.block_input``, the attention internals,
+        ``{name}.sa_out``, ``{name}.resid_mid`` (= block_input + sa_out, what
+        ``ln2`` reads), ``{name}.ffwd_out``, ``{name}.block_output``
+        (= resid_mid + ffwd_out).
+        """
+        if hook is None:  # the training path: no bookkeeping
+            sa_out, _ = self.sa(self.ln1(x))
+            mid = x + sa_out
+            return mid + self.ffwd(self.ln2(mid))
+        x = hook(f"{name}.block_input", x)
+        sa_out, _ = self.sa(self.ln1(x), hook=hook, name=name)
+        sa_out = hook(f"{name}.sa_out", sa_out)
+        mid = hook(f"{name}.resid_mid", x + sa_out)
+        ffwd_out = hook(f"{name}.ffwd_out", self.ffwd(self.ln2(mid)))
+        return hook(f"{name}.block_output", mid + ffwd_out)
 
 
 class Transformer(nn.Module):
@@ -227,19 +263,11 @@ class Transformer(nn.Module):
         """
         if positions not in ("last", "all"):
             raise ValueError(f"positions must be 'last' or 'all', not {positions!r}")
-        x = self.embed(idx)
-        per_block: list[dict[str, Tensor]] = []
-        for block in self.blocks:
-            record: dict[str, Tensor] = {}
-            x = block(x, record=record, patterns=patterns)
-            if positions == "last":  # slice before stacking: the other positions are never copied
-                record = {k: v[:, :, -1] if k == "attn_pattern" else v[:, -1] for k, v in record.items()}
-            per_block.append(record)
-        logits = self.unembed(x[:, -1:] if positions == "last" else x)
-        if positions == "last":
-            logits = logits[:, 0]
-        acts = {name: torch.stack([r[name] for r in per_block]) for name in ACTIVATION_NAMES if name in per_block[0]}
-        return logits, acts
+        from tinylens.interventions import run  # the one instrumented forward pass
+
+        kinds = [k for k in ACTIVATION_NAMES if patterns or k != "attn_pattern"]
+        trace = run(self, idx, record=[f"blocks.*.{k}" for k in kinds], last_only=positions == "last")
+        return trace.logits, {k: trace.stacked(k) for k in kinds}
 
     @torch.no_grad()
     def generate(self, idx: Tensor, max_new_tokens: int, generator: torch.Generator | None = None,

@@ -1,0 +1,114 @@
+"""One definition of each quantity the analyses compare distributions and vectors with.
+
+Every function works row-wise on the last axis and accepts NumPy arrays or
+torch tensors (returning the same kind). Distributions are computed in
+float64: the analyses compare distances down to 1e-3.
+
+>>> import numpy as np
+>>> float(hellinger(np.array([1.0, 0.0]), np.array([0.0, 1.0])))
+1.0
+>>> float(kl_divergence(np.array([0.5, 0.5]), np.array([0.5, 0.5])))
+0.0
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import numpy as np
+import torch
+
+Array = TypeVar("Array", np.ndarray, torch.Tensor)
+
+
+def _float64(x):
+    if isinstance(x, torch.Tensor):
+        return x.double()
+    return np.asarray(x, dtype=np.float64)
+
+
+def softmax(logits: Array) -> Array:
+    """Probabilities from logits, in float64."""
+    if isinstance(logits, torch.Tensor):
+        return torch.softmax(logits.double(), dim=-1)
+    z = _float64(logits)
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def log_softmax(logits: Array) -> Array:
+    """Log-probabilities from logits, in float64."""
+    if isinstance(logits, torch.Tensor):
+        return torch.log_softmax(logits.double(), dim=-1)
+    z = _float64(logits)
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def hellinger(p: Array, q: Array) -> Array:
+    """H(p, q) = ||sqrt(p) - sqrt(q)||_2 / sqrt(2) (method.md §6), in [0, 1]."""
+    p, q = _float64(p), _float64(q)
+    if isinstance(p, torch.Tensor):
+        return torch.sqrt(torch.clamp(0.5 * ((p.sqrt() - q.sqrt()) ** 2).sum(-1), 0.0, 1.0))
+    return np.sqrt(np.clip(0.5 * ((np.sqrt(p) - np.sqrt(q)) ** 2).sum(axis=-1), 0.0, 1.0))
+
+
+def kl_divergence(p: Array, q: Array) -> Array:
+    """KL(p || q) = sum p log(p / q) in nats, with 0 log 0 = 0 (infinite where q = 0 < p)."""
+    p, q = _float64(p), _float64(q)
+    if isinstance(p, torch.Tensor):
+        terms = torch.where(p > 0, p * (torch.log(p.clamp_min(1e-300)) - torch.log(q)), torch.zeros_like(p))
+        return terms.sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * (np.log(np.where(p > 0, p, 1.0)) - np.log(q)), 0.0)
+    return terms.sum(axis=-1)
+
+
+def kl_from_logits(p_logits: Array, q_logits: Array) -> Array:
+    """KL(softmax(p_logits) || softmax(q_logits)), stable for confident distributions."""
+    log_p, log_q = log_softmax(p_logits), log_softmax(q_logits)
+    if isinstance(log_p, torch.Tensor):
+        return (log_p.exp() * (log_p - log_q)).sum(-1)
+    return (np.exp(log_p) * (log_p - log_q)).sum(axis=-1)
+
+
+def entropy(p: Array) -> Array:
+    """Shannon entropy in nats, with 0 log 0 = 0."""
+    p = _float64(p)
+    if isinstance(p, torch.Tensor):
+        return -torch.where(p > 0, p * torch.log(p.clamp_min(1e-300)), torch.zeros_like(p)).sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0).sum(axis=-1)
+
+
+def cosine(a: Array, b: Array, eps: float = 1e-30) -> Array:
+    """Cosine similarity of matching rows of ``a`` and ``b`` (broadcast), in float64; 0 for a zero row."""
+    a, b = _float64(a), _float64(b)
+    if isinstance(a, torch.Tensor):
+        return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(eps)
+    return (a * b).sum(axis=-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), eps)
+
+
+def cosine_matrix(a: Array, b: Array, eps: float = 1e-30) -> Array:
+    """All pairwise cosines: a ``[n d]``, b ``[m d]`` -> ``[n m]``, in float64."""
+    a, b = _float64(a), _float64(b)
+    if isinstance(a, torch.Tensor):
+        a_hat = a / a.norm(dim=-1, keepdim=True).clamp_min(eps)
+        b_hat = b / b.norm(dim=-1, keepdim=True).clamp_min(eps)
+        return a_hat @ b_hat.T
+    a_hat = a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), eps)
+    b_hat = b / np.maximum(np.linalg.norm(b, axis=-1, keepdims=True), eps)
+    return a_hat @ b_hat.T
+
+
+def unigram(ids: np.ndarray | torch.Tensor, vocab_size: int) -> np.ndarray:
+    """Character frequencies of a token-id array, float64 ``[vocab]`` summing to 1 (method.md §8:
+    the train split's)."""
+    ids = ids.cpu().numpy() if isinstance(ids, torch.Tensor) else np.asarray(ids)
+    if ids.size == 0:
+        raise ValueError("unigram of an empty token array")
+    if ids.min() < 0 or ids.max() >= vocab_size:
+        raise ValueError(f"token ids must lie in 0..{vocab_size - 1}, found {ids.min()}..{ids.max()}")
+    counts = np.bincount(ids.ravel().astype(np.int64), minlength=vocab_size).astype(np.float64)
+    return counts / counts.sum()

@@ -1,0 +1,51 @@
+"""One definition of each quantity: known values, and NumPy and torch agree."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from tinylens import measures
+
+
+def test_hellinger_known_values():
+    assert measures.hellinger(np.array([1.0, 0, 0]), np.array([0, 1.0, 0])) == pytest.approx(1.0)
+    assert measures.hellinger(np.array([0.3, 0.7]), np.array([0.3, 0.7])) == pytest.approx(0.0)
+    # H^2 = 1 - sum sqrt(p q): p = (1, 0), q = (1/2, 1/2) -> 1 - sqrt(1/2)
+    assert measures.hellinger(np.array([1.0, 0]), np.array([0.5, 0.5])) == pytest.approx(math.sqrt(1 - math.sqrt(0.5)))
+
+
+def test_kl_known_values_and_direction():
+    p, q = np.array([0.5, 0.5]), np.array([0.9, 0.1])
+    assert measures.kl_divergence(p, q) == pytest.approx(0.5 * math.log(0.5 / 0.9) + 0.5 * math.log(0.5 / 0.1))
+    assert measures.kl_divergence(q, p) == pytest.approx(0.9 * math.log(0.9 / 0.5) + 0.1 * math.log(0.1 / 0.5))
+    assert measures.kl_divergence(np.array([0.2, 0.8, 0.0]), np.array([0.2, 0.8, 0.0])) == 0.0
+    assert measures.kl_divergence(np.array([0.5, 0.5]), np.array([1.0, 0.0])) == np.inf
+    logits_p, logits_q = np.array([[1.0, 2.0, 3.0]]), np.array([[0.0, -1.0, 5.0]])
+    assert measures.kl_from_logits(logits_p, logits_q) == pytest.approx(
+        measures.kl_divergence(measures.softmax(logits_p), measures.softmax(logits_q)))
+
+
+def test_entropy_cosine_unigram():
+    assert measures.entropy(np.full(4, 0.25)) == pytest.approx(math.log(4))
+    assert measures.entropy(np.array([1.0, 0.0])) == 0.0
+    assert measures.cosine(np.array([1.0, 0]), np.array([-3.0, 0])) == pytest.approx(-1.0)
+    assert measures.cosine(np.array([1.0, 1.0]), np.array([1.0, 0])) == pytest.approx(math.sqrt(0.5))
+    assert measures.cosine(np.zeros(3), np.ones(3)) == 0.0
+    np.testing.assert_allclose(measures.cosine_matrix(np.eye(2), np.array([[1.0, 1.0], [0.0, 2.0]])),
+                               [[math.sqrt(0.5), 0.0], [math.sqrt(0.5), 1.0]])
+    np.testing.assert_allclose(measures.unigram(np.array([0, 0, 2, 1]), 4), [0.5, 0.25, 0.25, 0.0])
+    with pytest.raises(ValueError, match="0..3"):
+        measures.unigram(np.array([0, 4]), 4)
+
+
+@pytest.mark.parametrize("name", ["hellinger", "kl_divergence", "cosine"])
+def test_numpy_and_torch_agree(name):
+    rng = np.random.default_rng(0)
+    a, b = rng.dirichlet(np.ones(7), size=5), rng.dirichlet(np.ones(7), size=5)
+    fn = getattr(measures, name)
+    np.testing.assert_allclose(fn(torch.from_numpy(a), torch.from_numpy(b)).numpy(), fn(a, b), rtol=1e-12)
+    logits = rng.normal(size=(3, 7))
+    np.testing.assert_allclose(measures.softmax(torch.from_numpy(logits)).numpy(), measures.softmax(logits))
+    np.testing.assert_allclose(measures.entropy(torch.from_numpy(a)).numpy(), measures.entropy(a))
