@@ -29,7 +29,7 @@ import yaml
 from tinylens.atomic import write_json
 from tinylens.superposition import plots
 from tinylens.superposition.experiments import (
-    _settings, log_grid, run_dimensionality, run_nonuniform, run_phase_diagram, run_uniform, summarize_family,
+    log_grid, run_dimensionality, run_nonuniform, run_phase_diagram, run_uniform, summarize_family, train_settings,
 )
 from tinylens.superposition.levels import parse_fractions
 from tinylens.superposition.model import train
@@ -123,7 +123,7 @@ def main() -> None:
         if args.naive_models:
             # training alone, so both sides count the same work (the sweep also evaluates, classifies and,
             # for the phase diagram, finds the analytic boundary)
-            settings = _settings(s)
+            settings = train_settings(s)
             _, wb, cb = timed(lambda: train(imp.contiguous(), dens.contiguous(), hidden, settings, seed,
                                             device=device), device)
             pick = np.linspace(0, n_models - 1, min(args.naive_models, n_models)).round().astype(int)

@@ -22,7 +22,7 @@ from tinylens.superposition.geometry import (
     REPRESENTED_NORM, column_angles, dimensions_per_feature, feature_dimensionality, feature_norms, polygon_name,
 )
 from tinylens.superposition.levels import fraction_coverage, nearest_fraction
-from tinylens.superposition.model import TrainSettings, expected_loss, train
+from tinylens.superposition.model import TrainSettings, expected_loss, init_weights, train
 from tinylens.superposition.phase_change import STARTS, crossings, start_weights
 from tinylens.superposition.regimes import (
     REGIMES, analytic_boundary, analytic_regime, boundary_from_cells, classify_regime, pair_settings,
@@ -39,7 +39,8 @@ def log_grid(spec: Mapping[str, float]) -> np.ndarray:
     return np.logspace(np.log10(lo), np.log10(hi), n)
 
 
-def _settings(spec: Mapping) -> TrainSettings:
+def train_settings(spec: Mapping) -> TrainSettings:
+    """TrainSettings from a sweep's config entry (steps, batch_size, lr; lr_schedule optional)."""
     return TrainSettings(steps=int(spec["steps"]), batch_size=int(spec["batch_size"]), lr=float(spec["lr"]),
                          lr_schedule=spec.get("lr_schedule", "cosine"))
 
@@ -63,7 +64,7 @@ def run_uniform(features: int, sparsities: Sequence[float], seeds: int, importan
     seed_ids = np.tile(np.arange(seeds), len(sparsities))
     density = torch.tensor(1 - S, dtype=torch.float32)[:, None].expand(-1, features).contiguous()
     importance = (importance_decay ** torch.arange(features, dtype=torch.float32)).expand(len(S), -1).contiguous()
-    res = train(importance, density, 2, _settings(train_spec), seed, device=device, progress=progress,
+    res = train(importance, density, 2, train_settings(train_spec), seed, device=device, progress=progress,
                 desc="uniform sweep")
     loss = expected_loss(res.W, res.b, importance, density).double().numpy()
     names = [polygon_name(w, threshold) for w in res.W.numpy()]
@@ -94,14 +95,12 @@ def run_nonuniform(fixed_sparsity: float, relative_density: Sequence[float], ran
     Ws, bs = [], []
     for start in starts:
         if start == "random":
-            std = (2.0 / 7) ** 0.5  # Xavier normal for 2 x 5
-            Ws.append(torch.randn(K, 2, 5, generator=gen) * std)
-            bs.append(torch.zeros(K, 5))
+            W0, b0 = init_weights(K, 2, 5, gen)
         else:
             W0, b0 = start_weights(start, K, odd=odd)
-            Ws.append(W0)
-            bs.append(b0)
-    res = train(importance, density, 2, _settings(train_spec), seed, init=(torch.cat(Ws), torch.cat(bs)),
+        Ws.append(W0)
+        bs.append(b0)
+    res = train(importance, density, 2, train_settings(train_spec), seed, init=(torch.cat(Ws), torch.cat(bs)),
                 device=device, progress=progress, desc="non-uniform sweep")
     loss = expected_loss(res.W, res.b, importance, density, points=8192).double().numpy()
     names = [polygon_name(w, threshold) for w in res.W.numpy()]
@@ -129,7 +128,7 @@ def run_dimensionality(features: int, hidden: int, sparsities: Sequence[float], 
     max_transition of :func:`tinylens.superposition.dynamics.find_jumps`)."""
     S = np.asarray(sparsities, dtype=float)
     density = torch.tensor(1 - S, dtype=torch.float32)[:, None].expand(-1, features).contiguous()
-    settings = _settings(train_spec)
+    settings = train_settings(train_spec)
     snap_steps = np.unique(np.linspace(0, settings.steps, snapshots + 1).round().astype(int))
     res = train(torch.ones_like(density), density, hidden, settings, seed, snapshot_steps=snap_steps,
                 device=device, progress=progress, desc="dimensionality sweep")
@@ -171,7 +170,7 @@ def run_phase_diagram(importance: Sequence[float], density: Sequence[float], see
     R, P = np.meshgrid(r, p, indexing="ij")  # [rows cols]: rows are importances
     cells_r, cells_p = R.ravel(), P.ravel()
     imp, dens = pair_settings(np.repeat(cells_r, seeds), np.repeat(cells_p, seeds))
-    res = train(imp, dens, 1, _settings(train_spec), seed, device=device, progress=progress, desc="phase diagram")
+    res = train(imp, dens, 1, train_settings(train_spec), seed, device=device, progress=progress, desc="phase diagram")
     loss = expected_loss(res.W, res.b, imp, dens).double().numpy()
     regime = classify_regime(res.W, threshold=threshold).numpy()
     best = loss.reshape(-1, seeds).argmin(1)
