@@ -29,7 +29,13 @@ import yaml
 from tinylens.atomic import write_json
 from tinylens.superposition import plots
 from tinylens.superposition.experiments import (
-    log_grid, run_dimensionality, run_nonuniform, run_phase_diagram, run_uniform, summarize_family, train_settings,
+    log_grid,
+    run_dimensionality,
+    run_nonuniform,
+    run_phase_diagram,
+    run_uniform,
+    summarize_family,
+    train_settings,
 )
 from tinylens.superposition.levels import parse_fractions
 from tinylens.superposition.model import train
@@ -47,12 +53,18 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def timed(fn, device):
+def timed(device, fn, *args, **kwargs):
+    """fn(*args, **kwargs), its wall and CPU seconds."""
     sync(device)
     wall, cpu = time.perf_counter(), time.process_time()
-    out = fn()
+    out = fn(*args, **kwargs)
     sync(device)
     return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def one_at_a_time(imp, dens, hidden, settings, seed, device, pick):
+    return [train(imp[i:i + 1].contiguous(), dens[i:i + 1].contiguous(), hidden, settings, seed, device=device)
+            for i in pick]
 
 
 def stack_settings(name: str, spec: dict) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -116,7 +128,7 @@ def main() -> None:
         s = spec[name]
         imp, dens, hidden = stack_settings(name, s)
         n_models = len(imp)
-        out, wall, cpu = timed(lambda: runs[name](s), device)
+        out, wall, cpu = timed(device, runs[name], s)
         outputs[name] = out
         row = {"models": n_models, "features": imp.shape[1], "hidden": hidden, "steps": s["steps"],
                "batch_size": s["batch_size"], "sweep_wall_s": wall, "sweep_cpu_s": cpu}
@@ -124,11 +136,10 @@ def main() -> None:
             # training alone, so both sides count the same work (the sweep also evaluates, classifies and,
             # for the phase diagram, finds the analytic boundary)
             settings = train_settings(s)
-            _, wb, cb = timed(lambda: train(imp.contiguous(), dens.contiguous(), hidden, settings, seed,
-                                            device=device), device)
+            _, wb, cb = timed(device, train, imp.contiguous(), dens.contiguous(), hidden, settings, seed,
+                              device=device)
             pick = np.linspace(0, n_models - 1, min(args.naive_models, n_models)).round().astype(int)
-            _, w1, c1 = timed(lambda: [train(imp[i:i + 1].contiguous(), dens[i:i + 1].contiguous(), hidden, settings,
-                                             seed, device=device) for i in pick], device)
+            _, w1, c1 = timed(device, one_at_a_time, imp, dens, hidden, settings, seed, device, pick)
             k = n_models / len(pick)
             row.update(batched_train_wall_s=wb, batched_train_cpu_s=cb, naive_models_timed=len(pick),
                        naive_wall_s_projected=w1 * k, naive_cpu_s_projected=c1 * k,

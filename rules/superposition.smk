@@ -8,12 +8,11 @@ SUPER = SETTINGS["superposition"]
 SUPER_DEFS = config["superposition"]
 _problems = preset_problems(SUPER, f"presets.{PRESET}.superposition")
 if _problems:
-    raise ConfigError("invalid configuration (config/config.yaml and --config overrides):\n  - "
-                      + "\n  - ".join(_problems) + "\nFix the key in config/config.yaml.")
-
-
-def superposition_path(path):
-    return results(f"superposition/{path}")
+    raise ConfigError(
+        "invalid configuration (config/config.yaml and --config overrides):\n  - "
+        + "\n  - ".join(_problems)
+        + "\nFix the key in config/config.yaml."
+    )
 
 
 SUPERPOSITION_COMMON = dict(
@@ -25,11 +24,11 @@ SUPERPOSITION_COMMON = dict(
 
 rule superposition_uniform:
     output:
-        models=superposition_path("uniform_models.parquet"),
-        features=superposition_path("uniform_features.parquet"),
+        models=results("superposition/uniform_models.parquet"),
+        features=results("superposition/uniform_features.parquet"),
     params:
-        spec=SUPER["uniform"],
         **SUPERPOSITION_COMMON,
+        spec=SUPER["uniform"],
     threads: SUPER["threads"]
     resources:
         mem_mb=1000,
@@ -38,17 +37,19 @@ rule superposition_uniform:
         results("logs/superposition_uniform.log"),
     benchmark:
         results("benchmarks/superposition_uniform.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/train_uniform_sweep.py"
 
 
 rule superposition_nonuniform:
     output:
-        models=superposition_path("nonuniform_models.parquet"),
-        features=superposition_path("nonuniform_features.parquet"),
+        models=results("superposition/nonuniform_models.parquet"),
+        features=results("superposition/nonuniform_features.parquet"),
     params:
-        spec=SUPER["nonuniform"],
         **SUPERPOSITION_COMMON,
+        spec=SUPER["nonuniform"],
     threads: SUPER["threads"]
     resources:
         mem_mb=1000,
@@ -57,22 +58,24 @@ rule superposition_nonuniform:
         results("logs/superposition_nonuniform.log"),
     benchmark:
         results("benchmarks/superposition_nonuniform.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/train_nonuniform_sweep.py"
 
 
 rule superposition_dimensionality:
     output:
-        models=superposition_path("dimensionality_models.parquet"),
-        features=superposition_path("dimensionality_features.parquet"),
-        training=superposition_path("dimensionality_training.parquet"),
-        jumps=superposition_path("dimensionality_jumps.parquet"),
+        models=results("superposition/dimensionality_models.parquet"),
+        features=results("superposition/dimensionality_features.parquet"),
+        training=results("superposition/dimensionality_training.parquet"),
+        jumps=results("superposition/dimensionality_jumps.parquet"),
     params:
+        **SUPERPOSITION_COMMON,
         spec=SUPER["dimensionality"],
         fractions=SUPER_DEFS["fractions"],
         tolerance=SUPER_DEFS["tolerance"],
         jumps=SUPER_DEFS["jumps"],
-        **SUPERPOSITION_COMMON,
     threads: SUPER["threads"]
     resources:
         mem_mb=2000,
@@ -81,18 +84,20 @@ rule superposition_dimensionality:
         results("logs/superposition_dimensionality.log"),
     benchmark:
         results("benchmarks/superposition_dimensionality.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/train_dimensionality_sweep.py"
 
 
 rule superposition_phase_diagram:
     output:
-        models=superposition_path("phase_models.parquet"),
-        cells=superposition_path("phase_cells.parquet"),
-        boundary=superposition_path("phase_boundary.parquet"),
+        models=results("superposition/phase_models.parquet"),
+        cells=results("superposition/phase_cells.parquet"),
+        boundary=results("superposition/phase_boundary.parquet"),
     params:
-        spec=SUPER["phase_diagram"],
         **SUPERPOSITION_COMMON,
+        spec=SUPER["phase_diagram"],
     threads: SUPER["threads"]
     resources:
         mem_mb=1000,
@@ -101,6 +106,8 @@ rule superposition_phase_diagram:
         results("logs/superposition_phase_diagram.log"),
     benchmark:
         results("benchmarks/superposition_phase_diagram.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/train_phase_diagram.py"
 
@@ -130,13 +137,10 @@ rule superposition_summary:
         runtime=5,
     log:
         results("logs/superposition_summary.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/summarize_superposition.py"
-
-
-def superposition_figure(name):
-    return report(results(f"figures/superposition_{name}.png"), caption=f"../report/superposition_{name}.rst",
-                  category="Superposition")
 
 
 rule plot_superposition_polygons:
@@ -144,12 +148,18 @@ rule plot_superposition_polygons:
         models=rules.superposition_uniform.output.models,
         features=rules.superposition_uniform.output.features,
     output:
-        figure=superposition_figure("polygons"),
+        figure=report(
+            results("figures/superposition_polygons.png"),
+            caption="../report/superposition_polygons.rst",
+            category="Superposition",
+        ),
     resources:
         mem_mb=500,
         runtime=5,
     log:
         results("logs/plot_superposition_polygons.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_superposition_polygons.py"
 
@@ -159,12 +169,18 @@ rule plot_superposition_phase_change:
         models=rules.superposition_nonuniform.output.models,
         features=rules.superposition_nonuniform.output.features,
     output:
-        figure=superposition_figure("phase_change"),
+        figure=report(
+            results("figures/superposition_phase_change.png"),
+            caption="../report/superposition_phase_change.rst",
+            category="Superposition",
+        ),
     resources:
         mem_mb=500,
         runtime=5,
     log:
         results("logs/plot_superposition_phase_change.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_superposition_phase_change.py"
 
@@ -174,12 +190,18 @@ rule plot_superposition_loss_crossing:
         models=rules.superposition_nonuniform.output.models,
         metrics=rules.superposition_summary.output.metrics,
     output:
-        figure=superposition_figure("loss_crossing"),
+        figure=report(
+            results("figures/superposition_loss_crossing.png"),
+            caption="../report/superposition_loss_crossing.rst",
+            category="Superposition",
+        ),
     resources:
         mem_mb=500,
         runtime=5,
     log:
         results("logs/plot_superposition_loss_crossing.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_superposition_loss_crossing.py"
 
@@ -189,7 +211,11 @@ rule plot_superposition_dimensionality:
         models=rules.superposition_dimensionality.output.models,
         features=rules.superposition_dimensionality.output.features,
     output:
-        figure=superposition_figure("dimensionality"),
+        figure=report(
+            results("figures/superposition_dimensionality.png"),
+            caption="../report/superposition_dimensionality.rst",
+            category="Superposition",
+        ),
     params:
         fractions=SUPER_DEFS["fractions"],
         threshold=SUPER_DEFS["represented_norm"],
@@ -198,6 +224,8 @@ rule plot_superposition_dimensionality:
         runtime=5,
     log:
         results("logs/plot_superposition_dimensionality.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_superposition_dimensionality.py"
 
@@ -207,7 +235,11 @@ rule plot_superposition_fraction_histogram:
         features=rules.superposition_dimensionality.output.features,
         metrics=rules.superposition_summary.output.metrics,
     output:
-        figure=superposition_figure("fraction_histogram"),
+        figure=report(
+            results("figures/superposition_fraction_histogram.png"),
+            caption="../report/superposition_fraction_histogram.rst",
+            category="Superposition",
+        ),
     params:
         fractions=SUPER_DEFS["fractions"],
         threshold=SUPER_DEFS["represented_norm"],
@@ -216,6 +248,8 @@ rule plot_superposition_fraction_histogram:
         runtime=5,
     log:
         results("logs/plot_superposition_fraction_histogram.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_superposition_fraction_histogram.py"
 
@@ -225,7 +259,11 @@ rule plot_superposition_dimensionality_training:
         training=rules.superposition_dimensionality.output.training,
         jumps=rules.superposition_dimensionality.output.jumps,
     output:
-        figure=superposition_figure("dimensionality_training"),
+        figure=report(
+            results("figures/superposition_dimensionality_training.png"),
+            caption="../report/superposition_dimensionality_training.rst",
+            category="Superposition",
+        ),
     params:
         sparsity=SUPER["dimensionality"]["dynamics_sparsity"],
         fractions=SUPER_DEFS["fractions"],
@@ -235,6 +273,8 @@ rule plot_superposition_dimensionality_training:
         runtime=5,
     log:
         results("logs/plot_superposition_dimensionality_training.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_superposition_dimensionality_training.py"
 
@@ -244,23 +284,35 @@ rule plot_superposition_phase_diagram:
         cells=rules.superposition_phase_diagram.output.cells,
         boundary=rules.superposition_phase_diagram.output.boundary,
     output:
-        figure=superposition_figure("phase_diagram"),
+        figure=report(
+            results("figures/superposition_phase_diagram.png"),
+            caption="../report/superposition_phase_diagram.rst",
+            category="Superposition",
+        ),
     resources:
         mem_mb=500,
         runtime=5,
     log:
         results("logs/plot_superposition_phase_diagram.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_superposition_phase_diagram.py"
 
 
-SUPERPOSITION_FIGURES = [results(f"figures/superposition_{name}.png") for name in (
-    "polygons", "phase_change", "loss_crossing", "dimensionality", "fraction_histogram", "dimensionality_training",
-    "phase_diagram")]
+# The family's outputs: rule all and the target `superposition` ask for these.
+SUPERPOSITION_TARGETS = [
+    rules.superposition_summary.output.metrics,
+    rules.plot_superposition_polygons.output.figure,
+    rules.plot_superposition_phase_change.output.figure,
+    rules.plot_superposition_loss_crossing.output.figure,
+    rules.plot_superposition_dimensionality.output.figure,
+    rules.plot_superposition_fraction_histogram.output.figure,
+    rules.plot_superposition_dimensionality_training.output.figure,
+    rules.plot_superposition_phase_diagram.output.figure,
+]
 
 
 rule superposition:
-    """The whole family: tables, metrics/superposition.json and its seven figures."""
     input:
-        rules.superposition_summary.output.metrics,
-        SUPERPOSITION_FIGURES,
+        SUPERPOSITION_TARGETS,

@@ -9,7 +9,10 @@ from tinylens.logs import log_to
 from tinylens.superposition.experiments import run_dimensionality
 from tinylens.superposition.levels import parse_fractions
 from tinylens.superposition.schemas import (
-    DIMENSIONALITY_FEATURES, DIMENSIONALITY_JUMPS, DIMENSIONALITY_MODELS, DIMENSIONALITY_TRAINING,
+    DIMENSIONALITY_FEATURES,
+    DIMENSIONALITY_JUMPS,
+    DIMENSIONALITY_MODELS,
+    DIMENSIONALITY_TRAINING,
 )
 from tinylens.tables import write_table
 from tinylens.train import select_device

@@ -10,16 +10,35 @@ import torch
 from tinylens.superposition.dynamics import find_jumps, running_median
 from tinylens.superposition.experiments import log_grid, preset_problems, summarize_nonuniform
 from tinylens.superposition.geometry import (
-    dimensions_per_feature, feature_dimensionality, feature_norms, polygon_name, regular_polygon,
+    dimensions_per_feature,
+    feature_dimensionality,
+    feature_norms,
+    polygon_name,
+    regular_polygon,
 )
 from tinylens.superposition.levels import fraction_coverage, nearest_fraction, parse_fractions
 from tinylens.superposition.model import (
-    TrainSettings, batch_loss, expected_loss, init_weights, loss_and_grads, sample_features, train,
+    TrainSettings,
+    batch_loss,
+    expected_loss,
+    init_weights,
+    loss_and_grads,
+    sample_features,
+    train,
 )
 from tinylens.superposition.phase_change import crossings, start_weights
 from tinylens.superposition.regimes import (
-    DEDICATED, NOT_REPRESENTED, ROTATED, SUPERPOSITION, analytic_boundary, analytic_regime, antipodal_pair_loss,
-    boundary_from_cells, classify_regime, pair_settings, unrepresented_losses,
+    DEDICATED,
+    NOT_REPRESENTED,
+    ROTATED,
+    SUPERPOSITION,
+    analytic_boundary,
+    analytic_regime,
+    antipodal_pair_loss,
+    boundary_from_cells,
+    classify_regime,
+    pair_settings,
+    unrepresented_losses,
 )
 
 torch.set_num_threads(1)

@@ -19,13 +19,23 @@ import torch
 
 from tinylens.superposition.dynamics import find_jumps
 from tinylens.superposition.geometry import (
-    REPRESENTED_NORM, column_angles, dimensions_per_feature, feature_dimensionality, feature_norms, polygon_name,
+    REPRESENTED_NORM,
+    column_angles,
+    dimensions_per_feature,
+    feature_dimensionality,
+    feature_norms,
+    polygon_name,
 )
 from tinylens.superposition.levels import fraction_coverage, nearest_fraction
 from tinylens.superposition.model import TrainSettings, expected_loss, init_weights, train
 from tinylens.superposition.phase_change import STARTS, crossings, start_weights
 from tinylens.superposition.regimes import (
-    REGIMES, analytic_boundary, analytic_regime, boundary_from_cells, classify_regime, pair_settings,
+    REGIMES,
+    analytic_boundary,
+    analytic_regime,
+    boundary_from_cells,
+    classify_regime,
+    pair_settings,
 )
 from tinylens.superposition.schemas import DIMENSIONALITY_JUMPS
 
