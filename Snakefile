@@ -42,9 +42,12 @@ include: "rules/approx.smk"
 include: "rules/figures.smk"
 # --- circuits family ---
 include: "rules/circuits.smk"
-
-
 # --- end circuits family ---
+# --- superposition family ---
+include: "rules/superposition.smk"
+
+
+# --- end superposition family ---
 
 
 onstart:
@@ -68,4 +71,5 @@ rule all:
         results("metrics/hellinger.json"),
         results("metrics/headline.json"),
         CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
+        SUPERPOSITION_TARGETS,  # superposition family (rules/superposition.smk)
     default_target: True

@@ -27,7 +27,8 @@ pytestmark = pytest.mark.workflow
 
 OUTS = ["data", "models", "samples", "strings", "activations", "search", "approx", "evaluation",
         "case_studies", "figures", "metrics",
-        "circuits"]  # circuits family
+        "circuits",  # circuits family
+        "superposition"]  # superposition family
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -146,16 +147,27 @@ def test_a_byte_compiled_clone_restores_to_identical_artifacts_and_plans_nothing
     assert jobs_of(plan) == set(), plan[-2000:]
 
 
+FIGURES = {
+    "loss_curves", "hellinger_histogram", "threshold_sweep", "case_studies",
+    # circuits family
+    "composition_heatmaps", "composition_symmetry", "composition_kendall_tau", "composition_over_training",
+    "composition_across_seeds",
+    # superposition family
+    "superposition_polygons", "superposition_phase_change", "superposition_loss_crossing",
+    "superposition_dimensionality", "superposition_fraction_histogram", "superposition_dimensionality_training",
+    "superposition_phase_diagram"}
+
+
 def test_figures_regenerate_without_heavy_jobs(user_clone):
     figures = user_clone / "results/test/figures"
     before = sorted(figures.glob("*.png"))
-    assert len(before) >= 4
+    assert {f.stem for f in before} == FIGURES
     for figure in before:
         figure.unlink()
     proc = snakemake(user_clone, "--cores", "2")  # the README's `snakemake --cores all`, on 2 cores
     ran = jobs_of(proc.stdout + proc.stderr)
-    assert {"plot_loss_curves", "plot_hellinger_histogram", "plot_threshold_sweep", "plot_case_studies"} <= ran
-    assert all(rule.startswith("plot_") for rule in ran), ran  # figures only: nothing heavy
+    # exactly the figure rules (each figure <name>.png is drawn by rule plot_<name>), nothing upstream of them
+    assert ran == {f"plot_{f.stem}" for f in before}, ran
     assert sorted(figures.glob("*.png")) == before
     snakemake(user_clone, "--report", "report.html")
     assert "case_studies.png" in (user_clone / "report.html").read_text(errors="ignore")
