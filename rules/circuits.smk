@@ -184,6 +184,9 @@ CIRCUITS_TARGETS = [
     rules.plot_composition_kendall_tau.output.figure,
     rules.plot_composition_over_training.output.figure,
     rules.plot_composition_across_seeds.output.figure,
+    # intermediates too: `rule all` then notices one deleted or lost with a failed job
+    expand(rules.composition_scores.output, seed=SEEDS),
+    rules.symmetry_test.output,
 ]
 
 
