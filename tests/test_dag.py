@@ -33,3 +33,18 @@ def test_rule_all_lists_every_file_the_workflow_writes(plan):
     assert len(written) > 100
     unlisted = sorted(f"{path} ({rule})" for path, rule in written.items() if path not in targets[0])
     assert not unlisted, "not in rule all:\n" + "\n".join(unlisted)
+
+
+def test_every_job_declares_its_memory_and_time(plan):
+    """What a cluster scheduler reserves (profiles/slurm); threads are checked where a rule uses more than one
+    by the rules themselves (``threads:``). Data-sized rules compute theirs from the table sizes, which a dry
+    run on an empty directory cannot know yet (``<TBD>``)."""
+    undeclared = set()
+    for rule, body in plan:
+        if rule == "all":
+            continue
+        resources = re.search(r"^\s+resources: (.*)$", body, flags=re.M)
+        resources = resources.group(1) if resources else ""
+        if not (re.search(r"\bmem_mb=(\d+|<TBD>)", resources) and re.search(r"\bruntime=(\d+|<TBD>)", resources)):
+            undeclared.add(f"{rule}: {resources}")
+    assert not undeclared, "\n".join(sorted(undeclared))
