@@ -159,3 +159,13 @@ def test_the_catalogue_shows_todays_library_messages(repo, config, case, tmp_pat
         lines = lines[:-1]
     missing = [line for line in lines if line not in doc.splitlines()]
     assert not missing, missing
+
+
+@pytest.mark.parametrize("check", ["no dvc.lock", "result-changing --config"])
+def test_the_catalogue_shows_todays_restore_messages(repo, check, tmp_path):
+    from tinylens.restore import RestoreError, check_config, check_lock
+
+    doc = (repo / "docs/bad-inputs.md").read_text(encoding="utf-8").splitlines()
+    with pytest.raises(RestoreError) as err:
+        check_lock("test", tmp_path) if check == "no dvc.lock" else check_config(["seeds={original: 1}"])
+    assert f"tinylens-restore: {err.value}" in doc
