@@ -25,6 +25,7 @@ include: "rules/activations.smk"
 include: "rules/search.smk"
 include: "rules/approx.smk"
 include: "rules/figures.smk"
+include: "rules/supporting.smk"  # supporting analyses (method.md §7)
 
 
 rule all:
@@ -40,4 +41,5 @@ rule all:
         results("metrics/search_verification.json"),
         results("metrics/hellinger.json"),
         results("metrics/headline.json"),
+        SUPPORTING_OUTPUTS,  # supporting analyses: metrics/supporting.json and its figures
     default_target: True
