@@ -44,6 +44,13 @@ def test_order_and_ranks_break_ties_by_token_id():
     assert top_tokens(np.array([10, 1, 1])).tolist() == [True, True, False]
     assert top_tokens(np.array([1, 1, 10])).tolist() == [True, False, True]
     assert ranks(np.array([0.5, 0.9, 0.5, -1.0])).tolist() == [1, 0, 2, 3]
+    # with many ties (long enough for numpy's unstable sorts to reorder them)
+    tied = np.tile([0.5, 0.2], 50)
+    assert ranks(tied).tolist() == [i // 2 if i % 2 == 0 else 50 + i // 2 for i in range(100)]
+    counts = np.tile([3, 1], 50)  # 150 + 50 = 200; > 180 takes all 50 threes and the first 31 ones
+    expected = [True] * 100
+    expected[63::2] = [False] * 19
+    assert top_tokens(counts, truncate_mass=0.99).tolist() == expected
 
 
 def test_an_empty_approximation_has_no_top_tokens_and_never_holds():
