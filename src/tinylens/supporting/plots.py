@@ -125,7 +125,7 @@ def plot_vector_sums(paths: Sequence[Mapping], out: str | Path) -> None:
 
 
 def plot_token_subspaces(stages: Mapping[int, Mapping[str, np.ndarray]], mixtures: Sequence[Mapping],
-                         vocab: str, n_layer: int, out: str | Path, top: int = 6) -> None:
+                         vocab: str, n_layer: int, out: str | Path, top: int = 4) -> None:
     """Left: sigma_1/sigma_2 per token at each stage ('a' marked). Middle: p(token | its direction at
     the samples' median norm). Right: the distributions of two-token sums at the input of ln_f."""
     fig, (ax_r, ax_p, ax_m) = plt.subplots(1, 3, figsize=(16, 4.6), gridspec_kw={"width_ratios": [1, 1, 1.3]})
@@ -160,8 +160,10 @@ def plot_token_subspaces(stages: Mapping[int, Mapping[str, np.ndarray]], mixture
         ax_m.bar(np.arange(top) + i * width, dist[order], width, color=f"C{i}",
                  label=f"v_{SHOW.get(m['token_a'], m['token_a'])} + v_{SHOW.get(m['token_b'], m['token_b'])}")
         for j, t in enumerate(order):
-            ax_m.text(j + i * width, dist[t] + 0.01, SHOW.get(vocab[t], vocab[t]), ha="center", fontsize=7)
-    ax_m.set(xticks=[], ylabel="probability", title=f"Sums of two tokens' directions (input of ln_f), top {top}")
+            if dist[t] >= 0.01:  # label the bars one can see
+                ax_m.text(j + i * width, dist[t] + 0.01, SHOW.get(vocab[t], vocab[t]), ha="center", fontsize=7)
+    ax_m.set(xticks=np.arange(top) + 0.4 - width / 2, xticklabels=[f"#{j + 1}" for j in range(top)],
+             ylabel="probability", title="Sums of two tokens' directions (input of ln_f): most likely tokens")
     ax_m.legend(fontsize=7)
     save_figure(fig, out)
 
