@@ -48,10 +48,10 @@ def test_learning_tokens_in_one_batch_is_learning_each_alone(model):
     state) gives each token the vectors it gets when learned on its own."""
     init = torch.randn(3, 5, D, generator=torch.Generator().manual_seed(7))
     kwargs = dict(samples=5, lr=0.05, weight_decay=0.01, target_nll=1e-3, max_steps=150)
-    together = learn_token_vectors(model, 1, [2, 4, 6], init=init, **kwargs)
+    together = learn_token_vectors(model, 2, [2, 4, 6], init=init, **kwargs)
     assert len(set(together.stopped_step.tolist())) > 1, "tokens should finish at different steps"
     for i, token in enumerate([2, 4, 6]):
-        alone = learn_token_vectors(model, 1, [token], init=init[i : i + 1], **kwargs)
+        alone = learn_token_vectors(model, 2, [token], init=init[i : i + 1], **kwargs)
         assert alone.stopped_step[0] == together.stopped_step[i]
         torch.testing.assert_close(alone.samples[0], together.samples[i], rtol=1e-4, atol=1e-5)
 

@@ -94,18 +94,18 @@ def table_columns(table) -> dict[str, np.ndarray]:
 
 
 def load_subspace_tokens(path: str | Path) -> dict[str, np.ndarray]:
-    """A per-token subspace table (:func:`tinylens.supporting.subspaces.tokens_schema`), checked."""
+    """A per-token subspace table (:func:`tinylens.supporting.subspaces.tokens_schema`), checked.
+    The width of its singular-value lists (``min(K, d_model)``) is read from the file itself."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from tinylens.supporting.subspaces import tokens_schema
-    from tinylens.tables import REMEDY, read_table
+    from tinylens.tables import read_table
 
+    width = 1
     try:
-        field = pq.read_schema(path).field("singular")
-        width = field.type.list_size if isinstance(field.type, pa.FixedSizeListType) else 0
+        found = pq.read_schema(path).field("singular").type
+        width = found.list_size if isinstance(found, pa.FixedSizeListType) else width
     except (OSError, KeyError, pa.ArrowInvalid):
-        width = 0  # read_table below names the problem
-    if not Path(path).exists():
-        raise FileNotFoundError(f"{path} is missing; {REMEDY}")
-    return table_columns(read_table(path, tokens_schema(max(width, 1))))
+        pass  # read_table says what is wrong with the file: missing, truncated, other columns
+    return table_columns(read_table(path, tokens_schema(width)))
