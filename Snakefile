@@ -26,6 +26,9 @@ include: "rules/search.smk"
 include: "rules/approx.smk"
 include: "rules/figures.smk"
 include: "rules/supporting.smk"  # supporting analyses (method.md §7)
+# --- circuits family ---
+include: "rules/circuits.smk"
+# --- end circuits family ---
 
 
 rule all:
@@ -42,4 +45,5 @@ rule all:
         results("metrics/hellinger.json"),
         results("metrics/headline.json"),
         SUPPORTING_OUTPUTS,  # supporting analyses: metrics/supporting.json and its figures
+        CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
     default_target: True
