@@ -46,3 +46,13 @@ def dump_input_table(wildcards):
     if wildcards.set == "strings":
         return rules.build_strings.output.strings
     return results(f"strings/{wildcards.set}.parquet")
+
+
+def model_files(seed):
+    """The files that rebuild one trained model (tinylens.weights.load_model reads the folder)."""
+    base = results(f"models/seed{seed}")
+    return {
+        "weights": f"{base}/model.safetensors",
+        "config": f"{base}/config.json",
+        "tokenizer": f"{base}/tokenizer.json",
+    }

@@ -8,16 +8,6 @@ SUPPORTING_SIZES = SETTINGS["supporting"]
 SUBSPACE_STAGES = check_stages(SUPPORTING["subspace_stages"], N_LAYER, "supporting.subspace_stages")
 
 
-def supporting_path(path):
-    return results(f"supporting/{path}")
-
-
-def model_files(seed):
-    base = results(f"models/seed{seed}")
-    return {"weights": f"{base}/model.safetensors", "config": f"{base}/config.json",
-            "tokenizer": f"{base}/tokenizer.json"}
-
-
 PROMPT_TABLES = expand(results("strings/prompts_{mode}.parquet"), mode=MODES)
 
 
@@ -30,7 +20,7 @@ rule ablation:
         **model_files("{seed}"),
         prompts=PROMPT_TABLES,
     output:
-        table=supporting_path("ablation/seed{seed}.parquet"),
+        table=results("supporting/ablation/seed{seed}.parquet"),
     params:
         modes=MODES,
     threads: 1
@@ -41,6 +31,8 @@ rule ablation:
         results("logs/ablation_seed{seed}.log"),
     benchmark:
         results("benchmarks/ablation_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/ablation.py"
 
@@ -50,8 +42,8 @@ rule final_layernorm:
         **model_files(ORIGINAL),
         prompts=PROMPT_TABLES,
     output:
-        scaling=supporting_path("final_layernorm_scaling.parquet"),
-        noise=supporting_path("final_layernorm_noise.parquet"),
+        scaling=results("supporting/final_layernorm_scaling.parquet"),
+        noise=results("supporting/final_layernorm_noise.parquet"),
     params:
         modes=MODES,
         factors=SUPPORTING["layernorm_factors"],
@@ -62,6 +54,8 @@ rule final_layernorm:
         runtime=10,
     log:
         results("logs/final_layernorm.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/final_layernorm.py"
 
@@ -71,7 +65,7 @@ rule ffwd_endpoint:
         **model_files(ORIGINAL),
         prompts=PROMPT_TABLES,
     output:
-        table=supporting_path("ffwd_endpoint.parquet"),
+        table=results("supporting/ffwd_endpoint.parquet"),
     params:
         modes=MODES,
     resources:
@@ -79,6 +73,8 @@ rule ffwd_endpoint:
         runtime=10,
     log:
         results("logs/ffwd_endpoint.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/ffwd_endpoint.py"
 
@@ -87,7 +83,7 @@ rule vector_sums:
     input:
         **model_files(ORIGINAL),
     output:
-        paths=supporting_path("vector_sums.json"),
+        paths=results("supporting/vector_sums.json"),
     params:
         prompts=config["case_study_prompts"],
         length=config["substring_length"],
@@ -96,6 +92,8 @@ rule vector_sums:
         runtime=5,
     log:
         results("logs/vector_sums.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/vector_sums.py"
 
@@ -104,9 +102,9 @@ rule token_subspaces:
     input:
         **model_files(ORIGINAL),
     output:
-        vectors=supporting_path("subspaces/stage{stage}.safetensors"),
-        tokens=supporting_path("subspaces/stage{stage}.parquet"),
-        mixtures=supporting_path("subspaces/stage{stage}_mixtures.parquet"),
+        vectors=results("supporting/subspaces/stage{stage}.safetensors"),
+        tokens=results("supporting/subspaces/stage{stage}.parquet"),
+        mixtures=results("supporting/subspaces/stage{stage}_mixtures.parquet"),
     params:
         stage=lambda wc: int(wc.stage),
         samples=SUPPORTING_SIZES["subspace_samples"],
@@ -126,6 +124,8 @@ rule token_subspaces:
         results("logs/token_subspaces_stage{stage}.log"),
     benchmark:
         results("benchmarks/token_subspaces_stage{stage}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/token_subspaces.py"
 
@@ -138,14 +138,14 @@ rule criterion:
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
         tokenizer=results(f"models/seed{ORIGINAL}/tokenizer.json"),
         prompt_blocks=[results(f"activations/seed{ORIGINAL}/prompts_{{mode}}/block{b}.parquet") for b in range(N_LAYER)],
-        subspaces=expand(supporting_path("subspaces/stage{stage}.safetensors"), stage=SUBSPACE_STAGES),
+        subspaces=expand(results("supporting/subspaces/stage{stage}.safetensors"), stage=SUBSPACE_STAGES),
     output:
-        table=supporting_path("criterion_{mode}.parquet"),
-        summary=supporting_path("criterion_{mode}.json"),
+        table=results("supporting/criterion_{mode}.parquet"),
+        summary=results("supporting/criterion_{mode}.json"),
     params:
+        **SUPPORTING["criterion"],
         mode=lambda wc: wc.mode,
         grid=config["threshold_grid"],
-        **SUPPORTING["criterion"],
     resources:
         mem_mb=4000,
         runtime=20,
@@ -153,18 +153,20 @@ rule criterion:
         results("logs/criterion_{mode}.log"),
     benchmark:
         results("benchmarks/criterion_{mode}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/criterion.py"
 
 
 rule supporting_metrics:
     input:
-        ablation=expand(supporting_path("ablation/seed{seed}.parquet"), seed=SEEDS),
+        ablation=expand(results("supporting/ablation/seed{seed}.parquet"), seed=SEEDS),
         scaling=rules.final_layernorm.output.scaling,
         noise=rules.final_layernorm.output.noise,
         endpoint=rules.ffwd_endpoint.output.table,
-        subspaces=expand(supporting_path("subspaces/stage{stage}.parquet"), stage=SUBSPACE_STAGES),
-        criterion=expand(supporting_path("criterion_{mode}.json"), mode=MODES),
+        subspaces=expand(results("supporting/subspaces/stage{stage}.parquet"), stage=SUBSPACE_STAGES),
+        criterion=expand(results("supporting/criterion_{mode}.json"), mode=MODES),
     output:
         metrics=results("metrics/supporting.json"),
     params:
@@ -176,21 +178,25 @@ rule supporting_metrics:
         samples=SUPPORTING_SIZES["subspace_samples"],
     log:
         results("logs/supporting_metrics.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/supporting_metrics.py"
-
-
-def supporting_figure(name):
-    return report(results(f"figures/{name}.png"), caption=f"../report/{name}.rst", category="Supporting analyses")
 
 
 rule plot_ablation:
     input:
         metrics=rules.supporting_metrics.output.metrics,
     output:
-        figure=supporting_figure("ablation"),
+        figure=report(
+            results("figures/ablation.png"),
+            caption="../report/ablation.rst",
+            category="Supporting analyses",
+        ),
     log:
         results("logs/plot_ablation.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_ablation.py"
 
@@ -200,9 +206,15 @@ rule plot_final_layernorm:
         scaling=rules.final_layernorm.output.scaling,
         noise=rules.final_layernorm.output.noise,
     output:
-        figure=supporting_figure("final_layernorm"),
+        figure=report(
+            results("figures/final_layernorm.png"),
+            caption="../report/final_layernorm.rst",
+            category="Supporting analyses",
+        ),
     log:
         results("logs/plot_final_layernorm.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_final_layernorm.py"
 
@@ -211,9 +223,15 @@ rule plot_ffwd_endpoint:
     input:
         table=rules.ffwd_endpoint.output.table,
     output:
-        figure=supporting_figure("ffwd_endpoint"),
+        figure=report(
+            results("figures/ffwd_endpoint.png"),
+            caption="../report/ffwd_endpoint.rst",
+            category="Supporting analyses",
+        ),
     log:
         results("logs/plot_ffwd_endpoint.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_ffwd_endpoint.py"
 
@@ -222,24 +240,36 @@ rule plot_vector_sums:
     input:
         paths=rules.vector_sums.output.paths,
     output:
-        figure=supporting_figure("vector_sums"),
+        figure=report(
+            results("figures/vector_sums.png"),
+            caption="../report/vector_sums.rst",
+            category="Supporting analyses",
+        ),
     log:
         results("logs/plot_vector_sums.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_vector_sums.py"
 
 
 rule plot_token_subspaces:
     input:
-        tokens=expand(supporting_path("subspaces/stage{stage}.parquet"), stage=SUBSPACE_STAGES),
-        mixtures=expand(supporting_path("subspaces/stage{stage}_mixtures.parquet"), stage=SUBSPACE_STAGES),
+        tokens=expand(results("supporting/subspaces/stage{stage}.parquet"), stage=SUBSPACE_STAGES),
+        mixtures=expand(results("supporting/subspaces/stage{stage}_mixtures.parquet"), stage=SUBSPACE_STAGES),
         tokenizer=results(f"models/seed{ORIGINAL}/tokenizer.json"),
     params:
         n_layer=N_LAYER,
     output:
-        figure=supporting_figure("token_subspaces"),
+        figure=report(
+            results("figures/token_subspaces.png"),
+            caption="../report/token_subspaces.rst",
+            category="Supporting analyses",
+        ),
     log:
         results("logs/plot_token_subspaces.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_token_subspaces.py"
 
@@ -248,17 +278,25 @@ rule plot_criterion:
     input:
         metrics=rules.supporting_metrics.output.metrics,
     output:
-        figure=supporting_figure("criterion"),
+        figure=report(
+            results("figures/criterion.png"),
+            caption="../report/criterion.rst",
+            category="Supporting analyses",
+        ),
     log:
         results("logs/plot_criterion.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_criterion.py"
 
 
 SUPPORTING_OUTPUTS = [
     results("metrics/supporting.json"),
-    *(results(f"figures/{name}.png") for name in
-      ("ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion")),
+    *(
+        results(f"figures/{name}.png")
+        for name in ("ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion")
+    ),
 ]
 
 

@@ -15,7 +15,11 @@ from tinylens.model import ModelConfig
 from tinylens.search import cumulative, load_summary, threshold_edges
 from tinylens.strings import load_prompts
 from tinylens.supporting.criterion import (
-    SUBSPACE_VARIANTS, criterion_schema, evaluate_block, stage_for, summarize_block,
+    SUBSPACE_VARIANTS,
+    criterion_schema,
+    evaluate_block,
+    stage_for,
+    summarize_block,
 )
 from tinylens.supporting.inputs import load_subspaces
 from tinylens.tables import write_table

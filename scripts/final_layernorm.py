@@ -8,7 +8,12 @@ from tinylens.corpus import CharTokenizer
 from tinylens.logs import log_to
 from tinylens.supporting.inputs import load_prompt_set
 from tinylens.supporting.layernorm import (
-    NOISE_SCHEMA, SCALING_SCHEMA, noise_experiment, scaling_deviation, summarize_noise, summarize_scaling,
+    NOISE_SCHEMA,
+    SCALING_SCHEMA,
+    noise_experiment,
+    scaling_deviation,
+    summarize_noise,
+    summarize_scaling,
 )
 from tinylens.tables import write_table
 from tinylens.weights import load_model

@@ -9,7 +9,12 @@ from tinylens.corpus import CharTokenizer
 from tinylens.logs import log_to
 from tinylens.supporting.inputs import save_subspaces
 from tinylens.supporting.subspaces import (
-    learn_token_vectors, mixture_distributions, mixtures_schema, self_probability, summarize_stage, token_subspaces,
+    learn_token_vectors,
+    mixture_distributions,
+    mixtures_schema,
+    self_probability,
+    summarize_stage,
+    token_subspaces,
     tokens_schema,
 )
 from tinylens.tables import write_table

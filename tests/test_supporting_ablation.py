@@ -17,7 +17,7 @@ def make_model(seed=0):
     torch.manual_seed(seed)
     m = Transformer(ModelConfig(vocab_size=11, block_size=12, n_embed=16, n_layer=N_LAYER, n_head=4, dropout=0.0))
     with torch.no_grad():  # weights well above the 0.02 init, so every term matters
-        for name, p in m.named_parameters():
+        for p in m.parameters():
             p.mul_(10.0) if p.dim() > 1 else p.add_(0.3 * torch.randn_like(p))
     return m.eval()
 
@@ -32,6 +32,14 @@ def tokens():
     return torch.randint(0, 11, (7, 8), generator=torch.Generator().manual_seed(1))
 
 
+def alone_after(model, v, block):
+    """The last position of ``v`` alone through the blocks after ``block``, ln_f and lm_head."""
+    v = v[:, -1:]
+    for later in model.blocks[block + 1 :]:
+        v = later(v)
+    return torch.softmax(model.unembed(v)[:, -1].double(), -1)
+
+
 def by_hand(model, tokens, block, drop, one_token):
     """The ablation written out with the model's modules, no hooks: the reference."""
     with torch.no_grad():
@@ -43,12 +51,7 @@ def by_hand(model, tokens, block, drop, one_token):
             if b == block:
                 edited = x + ffwd if drop == "drop_sa" else x + sa
                 if one_token:
-                    def rest(v):
-                        v = v[:, -1:]  # the last position, alone
-                        for later in model.blocks[b + 1:]:
-                            v = later(v)
-                        return torch.softmax(model.unembed(v)[:, -1].double(), -1)
-                    return hellinger(rest(edited), rest(out)).numpy()
+                    return hellinger(alone_after(model, edited, b), alone_after(model, out, b)).numpy()
                 out = edited
             x = out
         q = torch.softmax(model(tokens)[0][:, -1].double(), -1)

@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 from tinylens.supporting.criterion import (
-    chance_exact, evaluate_block, holds, permutation_null, prefix_length, ranks, stage_for, top_tokens, truncate,
+    chance_exact,
+    evaluate_block,
+    holds,
+    permutation_null,
+    prefix_length,
+    ranks,
+    stage_for,
+    top_tokens,
+    truncate,
 )
 
 

@@ -7,7 +7,11 @@ import torch
 from tinylens.model import ModelConfig, Transformer
 from tinylens.supporting.inputs import load_subspaces, save_subspaces
 from tinylens.supporting.subspaces import (
-    check_stages, learn_token_vectors, mixture_distributions, self_probability, token_subspaces,
+    check_stages,
+    learn_token_vectors,
+    mixture_distributions,
+    self_probability,
+    token_subspaces,
 )
 
 VOCAB, D = 7, 12

@@ -57,14 +57,17 @@ def test_metrics_put_the_paper_beside_ours(metrics):
     assert len(metrics["headline"]) > 40
 
 
+def pick(table, context, variant, mode):
+    return table["hellinger"][(table["context"] == context) & (table["variant"] == variant) & (table["mode"] == mode)]
+
+
 def test_the_ablation_variants_agree_for_the_last_block_on_every_prompt(finished_run):
     for seed in SEEDS:
         t = table_columns(read_table(finished_run / f"supporting/ablation/seed{seed}.parquet", ablation_schema(6)))
         assert len(t["mode"]) == 2 * 120 * 4
         for variant in ("drop_sa", "drop_ffwd"):
             for mode in ("corpus", "heldout"):
-                pick = lambda c: t["hellinger"][(t["context"] == c) & (t["variant"] == variant) & (t["mode"] == mode)]
-                full, alone = pick("full"), pick("one_token")
+                full, alone = (pick(t, context, variant, mode) for context in ("full", "one_token"))
                 np.testing.assert_allclose(alone[:, 5], full[:, 5], atol=1e-9)
                 assert np.abs(alone[:, 0] - full[:, 0]).max() > 1e-3
 

@@ -131,7 +131,7 @@ def plot_token_subspaces(stages: Mapping[int, Mapping[str, np.ndarray]], mixture
     fig, (ax_r, ax_p, ax_m) = plt.subplots(1, 3, figsize=(16, 4.6), gridspec_kw={"width_ratios": [1, 1, 1.3]})
     names = [("input of ln_f" if s == n_layer else f"input of block {s + 1}") for s in stages]
     rng = np.random.default_rng(0)
-    for i, (stage, cols) in enumerate(stages.items()):
+    for i, cols in enumerate(stages.values()):
         ratio = np.asarray(cols["sigma_ratio"], dtype=float)
         finite = np.isfinite(ratio)
         jitter = i + rng.uniform(-0.15, 0.15, len(ratio))
