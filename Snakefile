@@ -42,9 +42,12 @@ include: "rules/figures.smk"
 include: "rules/supporting.smk"  # supporting analyses (method.md §7)
 # --- circuits family ---
 include: "rules/circuits.smk"
-
-
 # --- end circuits family ---
+# --- superposition family ---
+include: "rules/superposition.smk"
+
+
+# --- end superposition family ---
 
 
 rule all:
@@ -62,4 +65,5 @@ rule all:
         results("metrics/headline.json"),
         SUPPORTING_OUTPUTS,  # supporting analyses: metrics/supporting.json and its figures
         CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
+        SUPERPOSITION_TARGETS,  # superposition family (rules/superposition.smk)
     default_target: True
