@@ -11,8 +11,20 @@ SUBSPACE_STAGES = check_stages(SUPPORTING["subspace_stages"], N_LAYER, "supporti
 PROMPT_TABLES = expand(results("strings/prompts_{mode}.parquet"), mode=MODES)
 
 
-wildcard_constraints:
-    stage=r"\d+",
+def per_prompt(base, row_bytes=0, row_seconds=0.0):
+    """As per_row (rules/common.smk), over the prompts of every mode the rule reads (input.prompts)."""
+
+    def rows(input):
+        return sum(table_rows(path) for path in input.prompts)
+
+    if row_seconds:
+        return lambda wildcards, input: int(base + rows(input) * row_seconds / 60)
+    return lambda wildcards, input: int(base + rows(input) * row_bytes / 2**20)
+
+
+#: Bytes of one forward batch of the per-prompt rules (ablation, final LayerNorm, endpoint): 2048 prompts x
+#: 10 positions, a few d_model-wide and one 4 d_model-wide intermediates (float32).
+BATCH_MB = 2048 * 10 * 4 * 12 * D_MODEL / 2**20
 
 
 rule ablation:
@@ -25,8 +37,9 @@ rule ablation:
         modes=MODES,
     threads: 1
     resources:
-        mem_mb=2000,
-        runtime=30,
+        # the model and one forward batch; time: 1 + 6 x (2 full-context + 3 one-token) passes per prompt
+        mem_mb=per_prompt(500 + BATCH_MB, 2000),
+        runtime=per_prompt(5, row_seconds=2e-3 * max(1, D_MODEL / 64) ** 2),
     log:
         results("logs/ablation_seed{seed}.log"),
     benchmark:
@@ -50,10 +63,12 @@ rule final_layernorm:
         levels=SUPPORTING["noise_levels"],
         seed=SUPPORTING["noise_seed"],
     resources:
-        mem_mb=2000,
-        runtime=10,
+        mem_mb=per_prompt(500 + BATCH_MB, 2000),
+        runtime=per_prompt(5, row_seconds=1e-3 * max(1, D_MODEL / 64) ** 2),
     log:
         results("logs/final_layernorm.log"),
+    benchmark:
+        results("benchmarks/final_layernorm.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -69,10 +84,12 @@ rule ffwd_endpoint:
     params:
         modes=MODES,
     resources:
-        mem_mb=2000,
-        runtime=10,
+        mem_mb=per_prompt(500 + BATCH_MB, 2000),
+        runtime=per_prompt(5, row_seconds=1e-3 * max(1, D_MODEL / 64) ** 2),
     log:
         results("logs/ffwd_endpoint.log"),
+    benchmark:
+        results("benchmarks/ffwd_endpoint.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -88,10 +105,12 @@ rule vector_sums:
         prompts=config["case_study_prompts"],
         length=config["substring_length"],
     resources:
-        mem_mb=1000,
+        mem_mb=600,
         runtime=5,
     log:
         results("logs/vector_sums.log"),
+    benchmark:
+        results("benchmarks/vector_sums.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -99,14 +118,16 @@ rule vector_sums:
 
 
 rule token_subspaces:
+    """Every configured stage in one job (stage after stage): each job would spend more starting up
+    than learning on the smaller presets."""
     input:
         **model_files(ORIGINAL),
     output:
-        vectors=results("supporting/subspaces/stage{stage}.safetensors"),
-        tokens=results("supporting/subspaces/stage{stage}.parquet"),
-        mixtures=results("supporting/subspaces/stage{stage}_mixtures.parquet"),
+        vectors=expand(results("supporting/subspaces/stage{stage}.safetensors"), stage=SUBSPACE_STAGES),
+        tokens=expand(results("supporting/subspaces/stage{stage}.parquet"), stage=SUBSPACE_STAGES),
+        mixtures=expand(results("supporting/subspaces/stage{stage}_mixtures.parquet"), stage=SUBSPACE_STAGES),
     params:
-        stage=lambda wc: int(wc.stage),
+        stages=SUBSPACE_STAGES,
         samples=SUPPORTING_SIZES["subspace_samples"],
         steps=SUPPORTING_SIZES["subspace_steps"],
         lr=SUPPORTING_SIZES["subspace_lr"],
@@ -117,13 +138,15 @@ rule token_subspaces:
         device=config["device"],
     threads: SUPPORTING_SIZES["subspace_threads"]
     resources:
-        mem_mb=4000,
-        runtime=120,
+        # every token's samples, their gradients and AdamW's two moments (float32), and the model
+        mem_mb=700 + 16 * SUPPORTING_SIZES["subspace_samples"] * 65 * D_MODEL * 4 // 2**20,
+        # the paper preset's 4 x 50,000 steps are meant for a GPU
+        runtime=10 + len(SUBSPACE_STAGES) * SUPPORTING_SIZES["subspace_steps"] // 400,
         gpu=TRAIN["resources"]["gpu"],
     log:
-        results("logs/token_subspaces_stage{stage}.log"),
+        results("logs/token_subspaces.log"),
     benchmark:
-        results("benchmarks/token_subspaces_stage{stage}.tsv")
+        results("benchmarks/token_subspaces.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -132,13 +155,13 @@ rule token_subspaces:
 
 rule criterion:
     input:
-        shards=SEARCH_SHARDS,
+        shards=search_shards(),
         prompts=results("strings/prompts_{mode}.parquet"),
         tuned=results("approx/{mode}/tuned.json"),
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
         tokenizer=results(f"models/seed{ORIGINAL}/tokenizer.json"),
         prompt_blocks=[results(f"activations/seed{ORIGINAL}/prompts_{{mode}}/block{b}.parquet") for b in range(N_LAYER)],
-        subspaces=expand(results("supporting/subspaces/stage{stage}.safetensors"), stage=SUBSPACE_STAGES),
+        subspaces=rules.token_subspaces.output.vectors,
     output:
         table=results("supporting/criterion_{mode}.parquet"),
         summary=results("supporting/criterion_{mode}.json"),
@@ -147,8 +170,9 @@ rule criterion:
         mode=lambda wc: wc.mode,
         grid=config["threshold_grid"],
     resources:
-        mem_mb=4000,
-        runtime=20,
+        # per prompt: blocks x bins x vocab counts, their cumulative sums and copies (int64)
+        mem_mb=per_row("prompts", 500, 4 * 8 * N_LAYER * N_BINS * 65),
+        runtime=per_row("prompts", 5, row_seconds=0.05),
     log:
         results("logs/criterion_{mode}.log"),
     benchmark:
@@ -165,7 +189,7 @@ rule supporting_metrics:
         scaling=rules.final_layernorm.output.scaling,
         noise=rules.final_layernorm.output.noise,
         endpoint=rules.ffwd_endpoint.output.table,
-        subspaces=expand(results("supporting/subspaces/stage{stage}.parquet"), stage=SUBSPACE_STAGES),
+        subspaces=rules.token_subspaces.output.tokens,
         criterion=expand(results("supporting/criterion_{mode}.json"), mode=MODES),
     output:
         metrics=results("metrics/supporting.json"),
@@ -176,8 +200,14 @@ rule supporting_metrics:
         stages=SUBSPACE_STAGES,
         target_nll=SUPPORTING["subspace_target_nll"],
         samples=SUPPORTING_SIZES["subspace_samples"],
+    resources:
+        # the ablation tables as Python columns: about 1 kB per row
+        mem_mb=lambda wildcards, input: int(500 + sum(table_rows(path) for path in input.ablation) * 1000 / 2**20),
+        runtime=5,
     log:
         results("logs/supporting_metrics.log"),
+    benchmark:
+        results("benchmarks/supporting_metrics.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -193,8 +223,13 @@ rule plot_ablation:
             caption="../report/ablation.rst",
             category="Supporting analyses",
         ),
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_ablation.log"),
+    benchmark:
+        results("benchmarks/plot_ablation.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -211,8 +246,13 @@ rule plot_final_layernorm:
             caption="../report/final_layernorm.rst",
             category="Supporting analyses",
         ),
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_final_layernorm.log"),
+    benchmark:
+        results("benchmarks/plot_final_layernorm.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -228,8 +268,13 @@ rule plot_ffwd_endpoint:
             caption="../report/ffwd_endpoint.rst",
             category="Supporting analyses",
         ),
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_ffwd_endpoint.log"),
+    benchmark:
+        results("benchmarks/plot_ffwd_endpoint.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -245,8 +290,13 @@ rule plot_vector_sums:
             caption="../report/vector_sums.rst",
             category="Supporting analyses",
         ),
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_vector_sums.log"),
+    benchmark:
+        results("benchmarks/plot_vector_sums.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -255,8 +305,8 @@ rule plot_vector_sums:
 
 rule plot_token_subspaces:
     input:
-        tokens=expand(results("supporting/subspaces/stage{stage}.parquet"), stage=SUBSPACE_STAGES),
-        mixtures=expand(results("supporting/subspaces/stage{stage}_mixtures.parquet"), stage=SUBSPACE_STAGES),
+        tokens=rules.token_subspaces.output.tokens,
+        mixtures=rules.token_subspaces.output.mixtures,
         tokenizer=results(f"models/seed{ORIGINAL}/tokenizer.json"),
     params:
         n_layer=N_LAYER,
@@ -266,8 +316,13 @@ rule plot_token_subspaces:
             caption="../report/token_subspaces.rst",
             category="Supporting analyses",
         ),
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_token_subspaces.log"),
+    benchmark:
+        results("benchmarks/plot_token_subspaces.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -283,8 +338,13 @@ rule plot_criterion:
             caption="../report/criterion.rst",
             category="Supporting analyses",
         ),
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_criterion.log"),
+    benchmark:
+        results("benchmarks/plot_criterion.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:

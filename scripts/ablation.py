@@ -6,8 +6,9 @@ import torch
 
 from tinylens.corpus import CharTokenizer
 from tinylens.logs import log_to
-from tinylens.supporting.ablation import ablation_distances, ablation_rows, ablation_schema
+from tinylens.supporting.ablation import ablation_distances, ablation_rows
 from tinylens.supporting.inputs import load_prompt_set
+from tinylens.supporting.schemas import ablation_schema
 from tinylens.tables import write_table
 from tinylens.weights import load_model
 

@@ -1,27 +1,26 @@
 """The criterion per evaluation prompt and block, both subspace variants, with the chance levels
 (rule criterion)."""
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from tinylens.activations import load_block
-from tinylens.approx import grid_index
-from tinylens.atomic import write_json
+from tinylens.approx import grid_index, select_thresholds, summary_for_prompts
+from tinylens.atomic import read_json, write_json
 from tinylens.corpus import CharTokenizer
 from tinylens.logs import log_to
 from tinylens.model import ModelConfig
-from tinylens.search import cumulative, load_summary, threshold_edges
+from tinylens.search import cumulative, threshold_edges
 from tinylens.strings import load_prompts
 from tinylens.supporting.criterion import (
     SUBSPACE_VARIANTS,
-    criterion_schema,
     evaluate_block,
     stage_for,
     summarize_block,
 )
 from tinylens.supporting.inputs import load_subspaces
+from tinylens.supporting.schemas import criterion_schema
 from tinylens.tables import write_table
 
 with log_to(snakemake.log[0]) as log:
@@ -30,16 +29,12 @@ with log_to(snakemake.log[0]) as log:
     vocab = CharTokenizer.load(inp.tokenizer).vocab
     k = cfg.vocab_size // 2
     edges = threshold_edges(**p.grid)
-    ids, _, counts = load_summary(inp.shards, cfg.n_layer, len(edges), cfg.vocab_size)
     prompts = load_prompts(inp.prompts)
-    if not np.array_equal(ids, prompts["prompt_id"]):
-        raise ValueError(f"search shards {inp.shards} do not cover the prompts of {inp.prompts}; rerun the search")
+    _, counts = summary_for_prompts(inp.shards, prompts["prompt_id"], cfg.n_layer, len(edges), cfg.vocab_size)
     on_eval = np.asarray(prompts["split"]) == "eval"
-    tuned = json.loads(Path(inp.tuned).read_text())
-    thresholds = grid_index(tuned["thresholds"], edges)
+    tuned = read_json(inp.tuned)
     # Block b alone at its tuned threshold: the summed next-token counts of the strings above it.
-    above = cumulative(counts, axis=2)[on_eval]  # [prompt block threshold vocab]
-    alone = above[:, np.arange(cfg.n_layer), thresholds]  # [prompt block vocab]
+    alone = select_thresholds(cumulative(counts[on_eval], axis=2), grid_index(tuned["thresholds"], edges))
     prompt_dir = Path(inp.prompt_blocks[0]).parent
     ffwd = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed)[on_eval] for b in range(cfg.n_layer)]
     subspaces = dict(load_subspaces(path, cfg.vocab_size, cfg.n_embed) for path in inp.subspaces)

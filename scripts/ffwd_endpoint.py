@@ -6,7 +6,9 @@ from pathlib import Path
 from tinylens.corpus import CharTokenizer
 from tinylens.logs import log_to
 from tinylens.supporting.inputs import load_prompt_set
-from tinylens.supporting.vector_sums import ENDPOINT_SCHEMA, ffwd_only_endpoint, summarize_endpoint
+from tinylens.supporting.schemas import ENDPOINT_SCHEMA
+from tinylens.supporting.summary import summarize_endpoint
+from tinylens.supporting.vector_sums import ffwd_only_endpoint
 from tinylens.tables import write_table
 from tinylens.weights import load_model
 

@@ -7,14 +7,9 @@ import numpy as np
 from tinylens.corpus import CharTokenizer
 from tinylens.logs import log_to
 from tinylens.supporting.inputs import load_prompt_set
-from tinylens.supporting.layernorm import (
-    NOISE_SCHEMA,
-    SCALING_SCHEMA,
-    noise_experiment,
-    scaling_deviation,
-    summarize_noise,
-    summarize_scaling,
-)
+from tinylens.supporting.layernorm import noise_experiment, scaling_deviation
+from tinylens.supporting.schemas import NOISE_SCHEMA, SCALING_SCHEMA
+from tinylens.supporting.summary import summarize_noise, summarize_scaling
 from tinylens.tables import write_table
 from tinylens.weights import load_model
 

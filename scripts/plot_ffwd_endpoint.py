@@ -1,9 +1,8 @@
 """Figure: the feed-forward-only endpoint against the real final residual (rule plot_ffwd_endpoint)."""
 
 from tinylens.logs import log_to
-from tinylens.supporting.inputs import table_columns
 from tinylens.supporting.plots import plot_ffwd_endpoint
-from tinylens.supporting.vector_sums import ENDPOINT_SCHEMA
+from tinylens.supporting.schemas import ENDPOINT_SCHEMA, table_columns
 from tinylens.tables import read_table
 
 with log_to(snakemake.log[0]) as log:

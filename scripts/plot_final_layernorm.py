@@ -1,9 +1,8 @@
 """Figure: the final LayerNorm under scaling and noise (rule plot_final_layernorm)."""
 
 from tinylens.logs import log_to
-from tinylens.supporting.inputs import table_columns
-from tinylens.supporting.layernorm import NOISE_SCHEMA, SCALING_SCHEMA
 from tinylens.supporting.plots import plot_final_layernorm
+from tinylens.supporting.schemas import NOISE_SCHEMA, SCALING_SCHEMA, table_columns
 from tinylens.tables import read_table
 
 with log_to(snakemake.log[0]) as log:

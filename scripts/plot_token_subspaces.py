@@ -2,9 +2,8 @@
 
 from tinylens.corpus import CharTokenizer
 from tinylens.logs import log_to
-from tinylens.supporting.inputs import load_subspace_tokens
 from tinylens.supporting.plots import plot_token_subspaces
-from tinylens.supporting.subspaces import mixtures_schema
+from tinylens.supporting.schemas import load_subspace_tokens, mixtures_schema
 from tinylens.tables import read_table
 
 with log_to(snakemake.log[0]) as log:

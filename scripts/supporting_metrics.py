@@ -8,12 +8,25 @@ import numpy as np
 from tinylens.atomic import write_json
 from tinylens.logs import log_to
 from tinylens.supporting import published
-from tinylens.supporting.ablation import ablation_schema, summarize
-from tinylens.supporting.inputs import load_subspace_tokens, table_columns
-from tinylens.supporting.layernorm import NOISE_SCHEMA, SCALING_SCHEMA, summarize_noise, summarize_scaling
-from tinylens.supporting.subspaces import summarize_stage
-from tinylens.supporting.summary import ablation_section, criterion_section, headline, subspace_section
-from tinylens.supporting.vector_sums import ENDPOINT_SCHEMA, summarize_endpoint
+from tinylens.supporting.schemas import (
+    ENDPOINT_SCHEMA,
+    NOISE_SCHEMA,
+    SCALING_SCHEMA,
+    ablation_schema,
+    load_subspace_tokens,
+    table_columns,
+)
+from tinylens.supporting.summary import (
+    ablation_section,
+    criterion_section,
+    headline,
+    subspace_section,
+    summarize_ablation,
+    summarize_endpoint,
+    summarize_noise,
+    summarize_scaling,
+    summarize_stage,
+)
 from tinylens.tables import read_table
 
 
@@ -35,7 +48,7 @@ with log_to(snakemake.log[0]) as log:
     criterion = {m: json.loads(Path(path).read_text()) for m, path in zip(p.modes, inp.criterion)}
 
     sections = {
-        "ablation": ablation_section(summarize(ablation), p.n_blocks),
+        "ablation": ablation_section(summarize_ablation(ablation), p.n_blocks),
         "criterion": criterion_section(criterion, p.n_blocks),
         "token_subspaces": subspace_section(stages, p.n_blocks),
         "final_layernorm": {"paper": published.FINAL_LAYERNORM,

@@ -7,7 +7,9 @@ import torch
 
 from tinylens.measures import hellinger
 from tinylens.model import ModelConfig, Transformer
-from tinylens.supporting.ablation import ablation_distances, ablation_rows, ablation_schema, summarize
+from tinylens.supporting.ablation import ablation_distances, ablation_rows
+from tinylens.supporting.schemas import ablation_schema
+from tinylens.supporting.summary import summarize_ablation
 from tinylens.tables import read_table, write_table
 
 N_LAYER = 3
@@ -97,7 +99,7 @@ def test_rows_round_trip_through_the_table_and_summarise_per_seed(model, tokens,
     assert t.num_rows == 7 * 4
     cols = {k: np.asarray(v) for k, v in t.to_pydict().items()}
     other = {**cols, "hellinger": cols["hellinger"] * 2}
-    s = summarize({1337: cols, 88: other})["corpus"]["full"]["drop_sa"]
+    s = summarize_ablation({1337: cols, 88: other})["corpus"]["full"]["drop_sa"]
     mean = h[("full", "drop_sa")].mean(0)
     np.testing.assert_allclose(s["per_seed"]["1337"]["mean"], mean, atol=1e-6)
     np.testing.assert_allclose(s["mean"], 1.5 * mean, atol=1e-6)

@@ -7,7 +7,8 @@ import torch
 
 from tinylens.measures import cosine
 from tinylens.model import ModelConfig, Transformer
-from tinylens.supporting.layernorm import noise_experiment, scaling_deviation, summarize_noise, summarize_scaling
+from tinylens.supporting.layernorm import noise_experiment, scaling_deviation
+from tinylens.supporting.summary import summarize_noise, summarize_scaling
 from tinylens.supporting.vector_sums import angle_degrees, ffwd_only_endpoint, tip_to_tail, vector_sum_paths
 
 

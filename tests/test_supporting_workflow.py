@@ -14,9 +14,8 @@ from tinylens.interventions import run
 from tinylens.search import cumulative, load_summary, threshold_edges
 from tinylens.strings import load_prompts
 from tinylens.supporting import published
-from tinylens.supporting.ablation import ablation_schema
-from tinylens.supporting.criterion import criterion_schema
-from tinylens.supporting.inputs import load_subspace_tokens, load_subspaces, table_columns
+from tinylens.supporting.inputs import load_subspaces
+from tinylens.supporting.schemas import ablation_schema, criterion_schema, load_subspace_tokens, table_columns
 from tinylens.supporting.subspaces import token_subspaces
 from tinylens.tables import read_table
 from tinylens.weights import load_model

@@ -16,6 +16,9 @@ through :mod:`tinylens.measures`:
 - ``criterion``: the paper's "aggregate performance" test of whether a
   block's feed-forward output points at the tokens its approximation
   predicts, with the chance level two ways.
+- ``schemas``: every table's Parquet schema and the readers of the tables (no torch: the
+  figure jobs import only this and ``plots``).
+- ``summary``: the per-table summaries and the metrics JSON's sections, the paper beside ours.
 - ``published``: the paper's numbers, beside which ours are reported.
 - ``plots``: this family's figures.
 

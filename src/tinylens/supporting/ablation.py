@@ -25,29 +25,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import pyarrow as pa
 import torch
 from torch import Tensor
 
 from tinylens.interventions import drop_attention, drop_feedforward, hook_name, run
 from tinylens.measures import hellinger, softmax
 from tinylens.model import Transformer
-from tinylens.tables import Schema
 
 VARIANTS = {"drop_sa": drop_attention, "drop_ffwd": drop_feedforward}
 CONTEXTS = ("full", "one_token")
-
-
-def ablation_schema(n_blocks: int) -> Schema:
-    """One row per (mode, prompt, context, variant); the distance of every block in one list."""
-    return Schema("ablation", {
-        "mode": pa.string(),  # prompt mode: corpus | heldout
-        "prompt_id": pa.int32(),
-        "split": pa.string(),  # tune | eval
-        "context": pa.string(),  # full | one_token
-        "variant": pa.string(),  # drop_sa | drop_ffwd
-        "hellinger": pa.list_(pa.float64(), n_blocks),  # per block (0-based), vs the unmodified distribution
-    })
 
 
 @torch.no_grad()
@@ -95,32 +81,3 @@ def ablation_rows(mode: str, prompt_ids, splits, distances: Mapping[tuple[str, s
         rows["variant"] += [variant] * len(h)
         rows["hellinger"] += list(h)
     return rows
-
-
-def summarize(tables: Mapping[int, Mapping[str, np.ndarray]]) -> dict:
-    """Mean and std per block of every (mode, context, variant), per seed and over seeds.
-
-    tables: seed -> columns of one seed's ablation table (``hellinger`` as ``[rows block]``).
-    Returns ``{mode: {context: {variant: {"per_seed": {seed: {"mean": [...], "std": [...]}},
-    "mean": [...], "seed_std": [...], "seed_min": [...], "seed_max": [...]}}}}`` (lists by block).
-    """
-    out: dict = {}
-    for seed, t in tables.items():
-        mode, context, variant = (np.asarray(t[k]) for k in ("mode", "context", "variant"))
-        h = np.asarray(t["hellinger"], dtype=np.float64)
-        for key in sorted(set(zip(mode, context, variant))):
-            sel = (mode == key[0]) & (context == key[1]) & (variant == key[2])
-            entry = out.setdefault(key[0], {}).setdefault(key[1], {}).setdefault(key[2], {"per_seed": {}})
-            entry["per_seed"][str(seed)] = {"mean": _r(h[sel].mean(0)), "std": _r(h[sel].std(0)),
-                                            "n_prompts": int(sel.sum())}
-    for contexts in out.values():
-        for variants in contexts.values():
-            for entry in variants.values():
-                means = np.array([s["mean"] for s in entry["per_seed"].values()])  # [seeds block]
-                entry.update(mean=_r(means.mean(0)), seed_std=_r(means.std(0)), seed_min=_r(means.min(0)),
-                             seed_max=_r(means.max(0)))
-    return out
-
-
-def _r(values) -> list[float]:
-    return [round(float(v), 6) for v in np.atleast_1d(values)]

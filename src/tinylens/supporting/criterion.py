@@ -35,10 +35,8 @@ import math
 from fractions import Fraction
 
 import numpy as np
-import pyarrow as pa
 
 from tinylens.measures import cosine_matrix
-from tinylens.tables import Schema
 
 #: Subspace variants: ``end_of_model`` pairs every block with the subspaces at the input of ln_f;
 #: ``same_stage`` pairs block b with the subspaces where block b's output lands (stage b + 1).
@@ -142,22 +140,6 @@ def permutation_null(top: np.ndarray, rank: np.ndarray, k: int, permutations: in
         permuted = np.take_along_axis(np.broadcast_to(rank, (m, n_prompts, vocab)), perm, axis=-1)
         shares[lo : lo + m] = holds(top[None], permuted, k).mean(axis=-1) if n_prompts else np.nan
     return shares
-
-
-def criterion_schema() -> Schema:
-    """One row per (mode, prompt, block, subspace variant)."""
-    return Schema("criterion", {
-        "mode": pa.string(),
-        "prompt_id": pa.int32(),
-        "block": pa.int8(),  # 0-based
-        "subspaces": pa.string(),  # end_of_model | same_stage
-        "stage": pa.int8(),  # the stage whose subspaces rank the tokens
-        "empty": pa.bool_(),  # no string above the block's tuned threshold: left out of the rates
-        "top_n": pa.int16(),  # tokens holding > 90% of the truncated approximation
-        "top_tokens": pa.string(),  # those tokens, most likely first
-        "holds_abs": pa.bool_(),  # criterion with ranks by |cos|
-        "holds_signed": pa.bool_(),  # criterion with ranks by the signed cosine
-    })
 
 
 def evaluate_block(counts: np.ndarray, ffwd: np.ndarray, directions: np.ndarray, k: int, truncate_mass: float,

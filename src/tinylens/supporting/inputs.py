@@ -81,31 +81,3 @@ def load_subspaces(path: str | Path, vocab_size: int, d_model: int) -> tuple[int
                          f"{None if direction is None else direction.shape}), expected {list(SUBSPACE_TENSORS)} with "
                          f"direction [{vocab_size} {d_model}] and a stage in its metadata; {remedy}")
     return int(metadata["stage"]), tensors
-
-
-def table_columns(table) -> dict[str, np.ndarray]:
-    """An Arrow table as numpy columns; fixed-size list columns as 2-D arrays."""
-    import pyarrow as pa
-
-    from tinylens.tables import fixed_list_to_numpy
-
-    return {name: fixed_list_to_numpy(table[name]) if isinstance(table[name].type, pa.FixedSizeListType)
-            else table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
-
-
-def load_subspace_tokens(path: str | Path) -> dict[str, np.ndarray]:
-    """A per-token subspace table (:func:`tinylens.supporting.subspaces.tokens_schema`), checked.
-    The width of its singular-value lists (``min(K, d_model)``) is read from the file itself."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from tinylens.supporting.subspaces import tokens_schema
-    from tinylens.tables import read_table
-
-    width = 1
-    try:
-        found = pq.read_schema(path).field("singular").type
-        width = found.list_size if isinstance(found, pa.FixedSizeListType) else width
-    except (OSError, KeyError, pa.ArrowInvalid):
-        pass  # read_table says what is wrong with the file: missing, truncated, other columns
-    return table_columns(read_table(path, tokens_schema(width)))

@@ -18,37 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pyarrow as pa
 import torch
 from torch import Tensor
 
 from tinylens.interventions import hook_name, run, scale
 from tinylens.measures import cosine, hellinger, softmax
 from tinylens.model import Transformer
-from tinylens.tables import Schema
-
-SCALING_SCHEMA = Schema("final LayerNorm scaling", {
-    "mode": pa.string(),
-    "prompt_id": pa.int32(),
-    "factor": pa.float64(),  # c: the last block's output is multiplied by it
-    "output_norm": pa.float64(),  # |ln_f(x)| of the unmodified model
-    "output_norm_scaled": pa.float64(),  # |ln_f(c x)|
-    "max_abs_deviation": pa.float64(),  # max_i |ln_f(c x)_i - ln_f(x)_i|
-    "eps_predicted_deviation": pa.float64(),  # the same, predicted from the eps term alone (float64)
-    "residual_deviation": pa.float64(),  # max_i |measured - eps-predicted ln_f(c x)_i|: float rounding
-    "hellinger": pa.float64(),  # H(distribution after scaling, unmodified)
-})
-
-NOISE_SCHEMA = Schema("final LayerNorm noise", {
-    "mode": pa.string(),
-    "prompt_id": pa.int32(),
-    "noise_level": pa.float64(),  # |noise| / |x|
-    "input_cosine": pa.float64(),  # cos(x, x + noise)
-    "input_norm_ratio": pa.float64(),  # |x + noise| / |x|
-    "output_norm_ratio": pa.float64(),  # |ln_f(x + noise)| / |ln_f(x)|
-    "output_cosine": pa.float64(),  # cos(ln_f(x), ln_f(x + noise))
-    "hellinger": pa.float64(),  # H(distribution from x + noise, from x)
-})
+from tinylens.supporting.schemas import NOISE_SCHEMA, SCALING_SCHEMA
 
 
 def layernorm_float64(ln: torch.nn.LayerNorm, x: Tensor, eps: float | None = None) -> Tensor:
@@ -110,35 +86,3 @@ def noise_experiment(model: Transformer, tokens: Tensor, levels: Sequence[float]
         cols["output_cosine"].append(cosine(y, y_n).numpy())
         cols["hellinger"].append(hellinger(softmax(trace.logits), q).numpy())
     return {k: np.concatenate(v) for k, v in cols.items()}
-
-
-def summarize_scaling(cols: dict[str, np.ndarray]) -> dict:
-    """Per factor: the largest deviations over the prompts, and the mean output norms (the paper's check)."""
-    out = {}
-    for c in np.unique(cols["factor"]):
-        sel = cols["factor"] == c
-        out[f"{c:g}"] = {
-            "n_prompts": int(sel.sum()),
-            "max_norm_deviation": float(np.abs(cols["output_norm_scaled"][sel] - cols["output_norm"][sel]).max()),
-            "max_abs_deviation": float(cols["max_abs_deviation"][sel].max()),
-            "max_eps_predicted_deviation": float(cols["eps_predicted_deviation"][sel].max()),
-            "max_residual_deviation": float(cols["residual_deviation"][sel].max()),
-            "max_hellinger": float(cols["hellinger"][sel].max()),
-            "mean_output_norm": round(float(cols["output_norm"][sel].mean()), 6),
-            "mean_output_norm_scaled": round(float(cols["output_norm_scaled"][sel].mean()), 6),
-        }
-    return out
-
-
-def summarize_noise(cols: dict[str, np.ndarray]) -> dict:
-    """Per noise level: mean (and spread) of the input cosine, the post-LayerNorm norm ratio and H."""
-    out = {}
-    for level in np.unique(cols["noise_level"]):
-        sel = cols["noise_level"] == level
-        entry = {"n_prompts": int(sel.sum())}
-        for k in ("input_cosine", "input_norm_ratio", "output_norm_ratio", "output_cosine", "hellinger"):
-            v = cols[k][sel]
-            entry[k] = {"mean": round(float(v.mean()), 6), "std": round(float(v.std()), 6),
-                        "min": round(float(v.min()), 6), "max": round(float(v.max()), 6)}
-        out[f"{level:g}"] = entry
-    return out

@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -36,7 +35,6 @@ from tqdm.auto import tqdm
 from tinylens.interventions import run
 from tinylens.measures import softmax
 from tinylens.model import Transformer
-from tinylens.tables import Schema
 
 
 @dataclass(frozen=True)
@@ -185,73 +183,6 @@ def mixture_distributions(model: Transformer, start: int, sub: Subspace, pairs: 
     direction at its samples' median norm: ``[pair vocab]``."""
     scaled = sub.direction * sub.median_norm[:, None]
     return direction_distributions(model, start, np.array([scaled[a] + scaled[b] for a, b in pairs]))
-
-
-def tokens_schema(n_singular: int) -> Schema:
-    """One row per (stage, token)."""
-    return Schema("token subspaces", {
-        "stage": pa.int8(),  # residual stream entering block `stage`; n_layer = the input of ln_f
-        "token_id": pa.int16(),
-        "token": pa.string(),
-        "reached": pa.bool_(),  # the joint test passed within the step budget
-        "stopped_step": pa.int32(),  # steps taken when it passed; -1 if it never did
-        "joint_nll": pa.float64(),  # mean NLL over the K samples at the end
-        "samples_reached": pa.int32(),  # samples whose own NLL is below the target at the end
-        "singular": pa.list_(pa.float64(), n_singular),  # uncentred, descending
-        "singular_centred": pa.list_(pa.float64(), n_singular),
-        "sigma_ratio": pa.float64(),  # sigma_1 / sigma_2, uncentred (inf when sigma_2 = 0)
-        "sigma_ratio_centred": pa.float64(),
-        "median_norm": pa.float64(),  # median norm of the samples
-        "negative_share": pa.float64(),  # samples with a negative cosine with the aligned direction
-        "self_probability": pa.float64(),  # p(token | direction at the median norm)
-    })
-
-
-def mixtures_schema(vocab_size: int) -> Schema:
-    """One row per (stage, configured pair): the distribution of ``v_a + v_b``."""
-    return Schema("token mixtures", {
-        "stage": pa.int8(),
-        "token_a": pa.string(),
-        "token_b": pa.string(),
-        "distribution": pa.list_(pa.float64(), vocab_size),
-    })
-
-
-def summarize_stage(cols: dict, target_nll: float, samples: int) -> dict:
-    """How many tokens and samples reached the target, and the spread of the sigma ratios and of
-    the self-probabilities over tokens, for one stage."""
-    ratio = np.asarray(cols["sigma_ratio"], dtype=np.float64)
-    centred = np.asarray(cols["sigma_ratio_centred"], dtype=np.float64)
-    p_self = np.asarray(cols["self_probability"], dtype=np.float64)
-    tokens = list(cols["token"])
-
-    def spread(v):
-        finite = v[np.isfinite(v)]
-        q = np.percentile(finite, [0, 25, 50, 75, 100]) if len(finite) else [np.nan] * 5
-        return {"min": _f(q[0]), "q25": _f(q[1]), "median": _f(q[2]), "q75": _f(q[3]), "max": _f(q[4]),
-                "infinite": int((~np.isfinite(v)).sum())}
-
-    return {
-        "tokens": len(tokens),
-        "samples_per_token": samples,
-        "target_nll": target_nll,
-        "tokens_reached": int(np.sum(cols["reached"])),
-        "tokens_not_reached": [t for t, r in zip(tokens, cols["reached"]) if not r],
-        "samples_reached": int(np.sum(cols["samples_reached"])),
-        "sigma_ratio": spread(ratio),
-        "sigma_ratio_centred": spread(centred),
-        "sigma_ratio_above_6": int(np.sum(ratio > 6)),
-        "self_probability": {**spread(p_self), "above_0.9": int(np.sum(p_self > 0.9)),
-                             "above_0.99": int(np.sum(p_self > 0.99))},
-        "by_token": {t: {"sigma_ratio": _f(r), "sigma_ratio_centred": _f(c), "self_probability": _f(p)}
-                     for t, r, c, p in zip(tokens, ratio, centred, p_self)},
-    }
-
-
-def _f(x) -> float | None:
-    """JSON-safe float: None for inf/NaN."""
-    x = float(x)
-    return round(x, 6) if np.isfinite(x) else None
 
 
 def check_stages(stages: Sequence[int], n_layer: int, key: str) -> list[int]:

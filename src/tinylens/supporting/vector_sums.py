@@ -13,23 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pyarrow as pa
 import torch
 from torch import Tensor
 
 from tinylens.interventions import hook_name, run
 from tinylens.measures import cosine, hellinger, softmax
 from tinylens.model import Transformer
-from tinylens.tables import Schema
-
-ENDPOINT_SCHEMA = Schema("feed-forward-only endpoint", {
-    "mode": pa.string(),
-    "prompt_id": pa.int32(),
-    "cosine": pa.float64(),  # cos(f, x_7), f = x_1 + sum_b ffwd_b
-    "norm_ratio": pa.float64(),  # |f| / |x_7|
-    "final_norm": pa.float64(),  # |x_7|
-    "hellinger": pa.float64(),  # H(softmax(lm_head(ln_f(f))), the model's distribution)
-})
 
 
 @torch.no_grad()
@@ -123,10 +112,3 @@ def vector_sum_paths(model: Transformer, tokens: Tensor, prompts: Sequence[str])
             "sum_check": round(float(np.abs(x7 - terms["ln_f_input"][i]).max()), 8),
         })
     return out
-
-
-def summarize_endpoint(cols: dict[str, np.ndarray]) -> dict:
-    """Mean, std and quartiles of each endpoint statistic."""
-    from tinylens.approx import describe
-
-    return {k: describe(cols[k]) for k in ("cosine", "norm_ratio", "hellinger")}
