@@ -78,12 +78,15 @@ STRING_BYTES, STRING_VALUE_BYTES = 1900, 16
 
 
 def table_rows(path):
-    """Rows of a Parquet table, from its footer. A table not made yet is a FileNotFoundError naming it,
-    which Snakemake reads as "resources to be determined" until its job has run."""
+    """Rows of a Parquet table, from its footer (summed over a list of tables, such as the prompts of
+    every mode). A table not made yet is a FileNotFoundError naming it, which Snakemake reads as
+    "resources to be determined" until its job has run."""
     import errno
 
     import pyarrow.parquet as pq
 
+    if not isinstance(path, (str, os.PathLike)):
+        return sum(table_rows(p) for p in path)
     if not os.path.exists(path):
         raise FileNotFoundError(errno.ENOENT, "not made yet", str(path))
     return pq.read_metadata(path).num_rows

@@ -11,17 +11,6 @@ SUBSPACE_STAGES = check_stages(SUPPORTING["subspace_stages"], N_LAYER, "supporti
 PROMPT_TABLES = expand(results("strings/prompts_{mode}.parquet"), mode=MODES)
 
 
-def per_prompt(base, row_bytes=0, row_seconds=0.0):
-    """As per_row (rules/common.smk), over the prompts of every mode the rule reads (input.prompts)."""
-
-    def rows(input):
-        return sum(table_rows(path) for path in input.prompts)
-
-    if row_seconds:
-        return lambda wildcards, input: int(base + rows(input) * row_seconds / 60)
-    return lambda wildcards, input: int(base + rows(input) * row_bytes / 2**20)
-
-
 #: Bytes of one forward batch of the per-prompt rules (ablation, final LayerNorm, endpoint): 2048 prompts x
 #: 10 positions, a few d_model-wide and one 4 d_model-wide intermediates (float32).
 BATCH_MB = 2048 * 10 * 4 * 12 * D_MODEL / 2**20
@@ -38,8 +27,8 @@ rule ablation:
     threads: 1
     resources:
         # the model and one forward batch; time: 1 + 6 x (2 full-context + 3 one-token) passes per prompt
-        mem_mb=per_prompt(500 + BATCH_MB, 2000),
-        runtime=per_prompt(5, row_seconds=2e-3 * max(1, D_MODEL / 64) ** 2),
+        mem_mb=per_row("prompts", 500 + BATCH_MB, 2000),
+        runtime=per_row("prompts", 5, row_seconds=2e-3 * max(1, D_MODEL / 64) ** 2),
     log:
         results("logs/ablation_seed{seed}.log"),
     benchmark:
@@ -63,8 +52,8 @@ rule final_layernorm:
         levels=SUPPORTING["noise_levels"],
         seed=SUPPORTING["noise_seed"],
     resources:
-        mem_mb=per_prompt(500 + BATCH_MB, 2000),
-        runtime=per_prompt(5, row_seconds=1e-3 * max(1, D_MODEL / 64) ** 2),
+        mem_mb=per_row("prompts", 500 + BATCH_MB, 2000),
+        runtime=per_row("prompts", 5, row_seconds=1e-3 * max(1, D_MODEL / 64) ** 2),
     log:
         results("logs/final_layernorm.log"),
     benchmark:
@@ -84,8 +73,8 @@ rule ffwd_endpoint:
     params:
         modes=MODES,
     resources:
-        mem_mb=per_prompt(500 + BATCH_MB, 2000),
-        runtime=per_prompt(5, row_seconds=1e-3 * max(1, D_MODEL / 64) ** 2),
+        mem_mb=per_row("prompts", 500 + BATCH_MB, 2000),
+        runtime=per_row("prompts", 5, row_seconds=1e-3 * max(1, D_MODEL / 64) ** 2),
     log:
         results("logs/ffwd_endpoint.log"),
     benchmark:
@@ -202,7 +191,7 @@ rule supporting_metrics:
         samples=SUPPORTING_SIZES["subspace_samples"],
     resources:
         # the ablation tables as Python columns: about 1 kB per row
-        mem_mb=lambda wildcards, input: int(500 + sum(table_rows(path) for path in input.ablation) * 1000 / 2**20),
+        mem_mb=per_row("ablation", 500, 1000),
         runtime=5,
     log:
         results("logs/supporting_metrics.log"),
