@@ -340,16 +340,26 @@ rule plot_criterion:
         "../scripts/plot_criterion.py"
 
 
-SUPPORTING_OUTPUTS = [
-    results("metrics/supporting.json"),
-    *(
-        results(f"figures/{name}.png")
-        for name in ("ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion")
-    ),
+# The family's outputs: rule all and the target `supporting` ask for these.
+SUPPORTING_TARGETS = [
+    rules.supporting_metrics.output.metrics,
+    rules.plot_ablation.output.figure,
+    rules.plot_final_layernorm.output.figure,
+    rules.plot_ffwd_endpoint.output.figure,
+    rules.plot_vector_sums.output.figure,
+    rules.plot_token_subspaces.output.figure,
+    rules.plot_criterion.output.figure,
+    # intermediates too: `rule all` then notices one deleted or lost with a failed job
+    expand(rules.ablation.output, seed=SEEDS),
+    rules.final_layernorm.output,
+    rules.ffwd_endpoint.output,
+    rules.vector_sums.output,
+    rules.token_subspaces.output,
+    expand(rules.criterion.output, mode=MODES),
 ]
 
 
 rule supporting:
     """This family alone, on top of the core: `snakemake --cores all supporting`."""
     input:
-        SUPPORTING_OUTPUTS,
+        SUPPORTING_TARGETS,
