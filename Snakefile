@@ -40,6 +40,7 @@ include: "rules/activations.smk"
 include: "rules/search.smk"
 include: "rules/approx.smk"
 include: "rules/figures.smk"
+include: "rules/supporting.smk"  # supporting analyses (method.md §7)
 # --- circuits family ---
 include: "rules/circuits.smk"
 # --- end circuits family ---
@@ -76,6 +77,7 @@ CORE_TARGETS = [
 rule all:
     input:
         CORE_TARGETS,
+        SUPPORTING_TARGETS,  # supporting analyses (rules/supporting.smk)
         CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
         SUPERPOSITION_TARGETS,  # superposition family (rules/superposition.smk)
     default_target: True

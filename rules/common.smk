@@ -52,6 +52,16 @@ def dump_input_table(wildcards):
     return results(f"strings/{wildcards.set}.parquet")
 
 
+def model_files(seed):
+    """The files that rebuild one trained model (tinylens.weights.load_model reads the folder)."""
+    base = results(f"models/seed{seed}")
+    return {
+        "weights": f"{base}/model.safetensors",
+        "config": f"{base}/config.json",
+        "tokenizer": f"{base}/tokenizer.json",
+    }
+
+
 def search_shards(mode=None):
     """Every search shard of ``mode`` (None: of the rule's {mode} wildcard)."""
     mode = "{{mode}}" if mode is None else mode
@@ -68,12 +78,15 @@ STRING_BYTES, STRING_VALUE_BYTES = 1900, 16
 
 
 def table_rows(path):
-    """Rows of a Parquet table, from its footer. A table not made yet is a FileNotFoundError naming it,
-    which Snakemake reads as "resources to be determined" until its job has run."""
+    """Rows of a Parquet table, from its footer (summed over a list of tables, such as the prompts of
+    every mode). A table not made yet is a FileNotFoundError naming it, which Snakemake reads as
+    "resources to be determined" until its job has run."""
     import errno
 
     import pyarrow.parquet as pq
 
+    if not isinstance(path, (str, os.PathLike)):
+        return sum(table_rows(p) for p in path)
     if not os.path.exists(path):
         raise FileNotFoundError(errno.ENOENT, "not made yet", str(path))
     return pq.read_metadata(path).num_rows

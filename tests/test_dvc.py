@@ -28,6 +28,7 @@ pytestmark = pytest.mark.workflow
 OUTS = ["data", "models", "samples", "strings", "activations", "search", "approx", "evaluation",
         "case_studies", "figures", "metrics",
         "circuits",  # circuits family
+        "supporting",  # supporting analyses
         "superposition"]  # superposition family
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
@@ -155,7 +156,9 @@ FIGURES = {
     # superposition family
     "superposition_polygons", "superposition_phase_change", "superposition_loss_crossing",
     "superposition_dimensionality", "superposition_fraction_histogram", "superposition_dimensionality_training",
-    "superposition_phase_diagram"}
+    "superposition_phase_diagram",
+    # supporting analyses
+    "ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion"}
 
 
 def test_figures_regenerate_without_heavy_jobs(user_clone):
