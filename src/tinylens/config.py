@@ -16,7 +16,7 @@ import jsonschema
 import yaml
 
 from tinylens.model import ModelConfig
-from tinylens.train import Phase, TrainConfig
+from tinylens.train import Phase, TrainConfig, checkpoint_schedule
 
 
 class ConfigError(ValueError):
@@ -70,9 +70,11 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
         ends = [p.get("until") for p in train.get("phases", [])]
         if ends and ends != sorted(set(ends)):
             problems.append(f"config key 'presets.{name}.train.phases': 'until' must strictly increase, got {ends}")
-        if ends and any(s > ends[-1] for s in train.get("checkpoint_steps", [])):
+        first = train.get("checkpoints", {}).get("first")
+        if ends and first is not None and first >= ends[-1]:
             problems.append(
-                f"config key 'presets.{name}.train.checkpoint_steps' has steps after the last phase ends ({ends[-1]})"
+                f"config key 'presets.{name}.train.checkpoints.first' ({first}) must be below the last step "
+                f"({ends[-1]}): checkpoints are log-spaced from it to the last step"
             )
     return problems
 
@@ -113,5 +115,6 @@ def train_config(train: Mapping[str, Any], seed: int) -> TrainConfig:
         phases=tuple(Phase(until=p["until"], lr=p["lr"]) for p in train["phases"]),
         eval_interval=train["eval_interval"],
         eval_iters=train["eval_iters"],
-        checkpoint_steps=tuple(train["checkpoint_steps"]),
+        checkpoint_steps=checkpoint_schedule(train["checkpoints"]["first"], train["checkpoints"]["count"],
+                                             [p["until"] for p in train["phases"]]),
     )
