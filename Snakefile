@@ -25,6 +25,9 @@ include: "rules/activations.smk"
 include: "rules/search.smk"
 include: "rules/approx.smk"
 include: "rules/figures.smk"
+# --- family: training dynamics (issue 9) ---
+include: "rules/dynamics.smk"
+# --- end family: training dynamics ---
 
 
 rule all:
@@ -40,4 +43,7 @@ rule all:
         results("metrics/search_verification.json"),
         results("metrics/hellinger.json"),
         results("metrics/headline.json"),
+        # --- family: training dynamics (issue 9) ---
+        DYNAMICS_TARGETS,
+        # --- end family: training dynamics ---
     default_target: True

@@ -76,6 +76,20 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
                 f"config key 'presets.{name}.train.checkpoints.first' ({first}) must be below the last step "
                 f"({ends[-1]}): checkpoints are log-spaced from it to the last step"
             )
+        # --- family: training dynamics (issue 9) ---
+        dynamics, context = preset.get("dynamics", {}), model.get("block_size", 0)
+        early, late = (dynamics.get("icl_positions") or [0, 1])[:2]
+        if not early < late < context:
+            problems.append(f"config key 'presets.{name}.dynamics.icl_positions' ({[early, late]}) must be "
+                            f"[early, late] with early < late < the context length (model.block_size = {context})")
+        repeat = dynamics.get("repeat", {})
+        if repeat.get("length", 0) * repeat.get("copies", 0) > context:
+            problems.append(f"config key 'presets.{name}.dynamics.repeat': {repeat['copies']} copies of "
+                            f"{repeat['length']} tokens exceed the context length ({context})")
+        if dynamics.get("energy_windows", 0) > dynamics.get("val_windows", 0):
+            problems.append(f"config key 'presets.{name}.dynamics.energy_windows' ({dynamics['energy_windows']}) "
+                            f"must not exceed 'val_windows' ({dynamics['val_windows']})")
+        # --- end family: training dynamics ---
     return problems
 
 
