@@ -127,6 +127,8 @@ def test_copying_logit_score_by_hand():
     torch.testing.assert_close(copying_score_logits(logits, attended), torch.tensor([1.0, -1.0]))
     half = torch.tensor([[[[0.0, 2.0, 2.0, 0.0]]]])  # equal boosts of 1 on two tokens -> share 1/2
     assert float(copying_score_logits(half, torch.tensor([[[2]]]))[0]) == pytest.approx(0.0)
+    shifted = torch.tensor([[[[5.0, 5.0, 6.0, 5.0]]]])  # a constant shift of all logits is no boost
+    assert float(copying_score_logits(shifted, torch.tensor([[[2]]]))[0]) == pytest.approx(1.0)
     pattern = torch.tensor([[[[0.1, 0.7, 0.2]]]])
     assert attended_tokens(pattern, torch.tensor([[4, 9, 6]])).tolist() == [[[9]]]
 
@@ -185,6 +187,17 @@ def test_a_model_predicting_the_unigram_has_zero_kl_to_it():
     assert row["ie"].shape == row["ie_prefix"].shape == (4,) and row["loss_by_position"].shape == (16,)
 
 
+def test_kl_to_the_unigram_in_both_directions():
+    ids = np.random.default_rng(2).integers(0, 12, 4000)
+    probes = make_probes(ids, ids[:800], 12, 16, 10, 4, 4, 4, 3, 1, seed=0)
+    q = np.random.default_rng(3).dirichlet(np.ones(12))
+    model = unigram_model(q)  # predicts q everywhere
+    val = _validation_measures(model, probes, 10, torch.device("cpu"))
+    assert float(val["kl_model_unigram"]) == pytest.approx(float(measures.kl_divergence(q, probes.unigram)), rel=1e-5)
+    assert float(val["kl_unigram_model"]) == pytest.approx(float(measures.kl_divergence(probes.unigram, q)), rel=1e-5)
+    assert float(val["kl_model_unigram"]) != pytest.approx(float(val["kl_unigram_model"]), rel=1e-2)
+
+
 def test_unigram_direction_finds_a_reachable_target_and_only_then_zero():
     torch.manual_seed(1)
     model = Transformer(ModelConfig(vocab_size=9, block_size=4, n_embed=8, n_layer=1, n_head=2, dropout=0.0)).eval()
@@ -224,6 +237,9 @@ def test_phase_change_window_brackets_a_joint_change():
     w = phase_change_window(STEPS, prefix, icl, width=0.05)
     assert w["start"] < 10**2.5 < w["end"] and 10**2.2 < w["start"] and w["end"] < 10**2.8
     assert abs(math.log10(w["peak"]) - 2.5) < 0.1 and w["both_peak_inside"]
+    # the ICL score alone changing still places the window
+    w = phase_change_window(STEPS, np.full(len(STEPS), 0.05), icl, width=0.05)
+    assert 10**2.2 < w["start"] < 10**2.5 < w["end"] < 10**2.8
     # a curve that changes elsewhere: its own fastest step is outside the window
     late_icl = -0.4 * sigmoid(3.5, sharpness=20)
     w = phase_change_window(STEPS, 0.05 + 0.6 * sigmoid(2.0, sharpness=20), late_icl, width=0.05)
@@ -237,6 +253,9 @@ def test_loss_bump_is_found_only_where_the_loss_is_non_convex():
     result = loss_bump(STEPS, bumped, 10**2.2, 10**2.8, width=0.05)
     assert result["nonconvex"] and result["checkpoints_inside"] >= 5
     assert not loss_bump(STEPS, bumped, 10**3.5, 10**3.9, width=0.05)["nonconvex"]
+    convex = 4 - 0.5 * LOG + 0.3 * (LOG - 2.5) ** 2
+    assert not loss_bump(STEPS, convex, 10**2.2, 10**2.8, width=0.05)["nonconvex"]
+    assert loss_bump(STEPS, -convex, 10**2.2, 10**2.8, width=0.05)["nonconvex"]
 
 
 def test_the_three_ie_kl_phases_and_their_absence():
@@ -247,6 +266,12 @@ def test_the_three_ie_kl_phases_and_their_absence():
     assert 1.5 < math.log10(found["unigram_step"]) < 2.0 < math.log10(found["ie_minimum_step"]) < 3.3
     no_rebound = 1.2 + 1.3 * sigmoid(1.0) - 1.0 * sigmoid(2.3)
     found = ie_kl_phases(STEPS, no_rebound, kl, width=0.05, min_swing=0.1)
+    assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (True, True, False)
+    rising_ie = 1.2 + 1.3 * sigmoid(1.0)  # IE never falls: no phase 2
+    found = ie_kl_phases(STEPS, rising_ie, kl, width=0.05, min_swing=0.1)
+    assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (False, False, False)
+    kl_back_down = kl - 1.2 * sigmoid(3.0)  # KL falls back to low while IE rebounds: no phase 3
+    found = ie_kl_phases(STEPS, ie, kl_back_down, width=0.05, min_swing=0.1)
     assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (True, True, False)
     monotone_kl = 1.2 + 1.2 * sigmoid(2.3)
     found = ie_kl_phases(STEPS, ie, monotone_kl, width=0.05, min_swing=0.1)

@@ -144,8 +144,10 @@ def phase_change_window(steps: np.ndarray, prefix_matching: np.ndarray, icl_scor
     def inside(i: int) -> bool:
         return bool(start <= log_steps[i] <= end)
 
+    first, last = 10 ** log_steps[0], 10 ** log_steps[-1]
     return {
-        "start": float(10**start), "peak": int(round(10 ** log_steps[peak])), "end": float(10**end),
+        "start": round(float(np.clip(10**start, first, last)), 3), "peak": int(round(10 ** log_steps[peak])),
+        "end": round(float(np.clip(10**end, first, last)), 3),
         "prefix_matching_fastest_step": int(round(10 ** log_steps[pm_peak])),
         "prefix_matching_max_rate_per_decade": float(r_pm[pm_peak]),
         "icl_fastest_step": int(round(10 ** log_steps[icl_peak])),
