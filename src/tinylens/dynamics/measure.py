@@ -158,37 +158,32 @@ def _validation_measures(model: Transformer, probes: Probes, energy_windows: int
 @torch.no_grad()
 def head_scores(model: Transformer, probes: Probes, device: torch.device) -> dict[str, Tensor]:
     """Every head's scores on the repeated sequences: name -> ``[n_layer n_heads]`` (:data:`HEAD_SCORES`)."""
-    cfg = model.config
-    tokens = torch.as_tensor(probes.repeated, device=device)
-    pos = tokens.shape[1]
+    n_layer = model.config.n_layer
+    pos = probes.repeated.shape[1]
     queries = repeat_queries(pos, probes.repeat_length).to(device)
     previous = previous_token_pattern(pos).to(device)
     W_E, W_U = model.tok_emb.weight.detach(), model.lm_head.weight.detach().T
-    sums: dict[str, list[Tensor]] = {name: [] for name in HEAD_SCORES}
-    for b in range(cfg.n_layer):
-        sums["copying_eigen"].append(copying_score_eigen(W_E, head_weights(model, b).W_V, head_weights(model, b).W_O,
-                                                         W_U))
-    parts: dict[str, list[list[Tensor]]] = {name: [[] for _ in range(cfg.n_layer)] for name in HEAD_SCORES}
-    weights = []
+    eigen = torch.stack([copying_score_eigen(W_E, w.W_V, w.W_O, W_U)
+                         for w in (head_weights(model, b) for b in range(n_layer))])
+    measured = ("prefix_matching", "copying_logit", "previous_token", "duplicate_token")
+    totals = {name: torch.zeros(n_layer, model.config.n_head, dtype=torch.float64, device=device) for name in measured}
     for chunk in _chunks(probes.repeated, device):
         trace = run(model, chunk, record=["blocks.*.attn_pattern", "blocks.*.z", "ln_f_input"])
         duplicate = duplicate_token_pattern(chunk)
-        weights.append(len(chunk))
-        for b in range(cfg.n_layer):
+        share = len(chunk) / len(probes.repeated)  # each score is a mean over the chunk's sequences
+        for b in range(n_layer):
             pattern = trace[hook_name(b, "attn_pattern")]  # [batch n_heads pos pos]
-            parts["prefix_matching"][b].append(prefix_matching_score(pattern, chunk, probes.repeat_length))
-            parts["previous_token"][b].append(detection_score(pattern, previous))
-            parts["duplicate_token"][b].append(detection_score(pattern, duplicate))
             outputs = head_outputs(model, b, trace[hook_name(b, "z")])[:, :, queries]  # [batch n_heads q d_model]
-            logits = direct_logits(model, outputs, trace["ln_f_input"][:, queries])
-            parts["copying_logit"][b].append(copying_score_logits(logits, attended_tokens(pattern[:, :, queries], chunk)))
-    w = torch.tensor(weights, dtype=torch.float64, device=device) / sum(weights)
-    out = {"copying_eigen": torch.stack(sums["copying_eigen"])}
-    for name in ("prefix_matching", "copying_logit", "previous_token", "duplicate_token"):
-        # Each chunk's score is a mean over its sequences: weigh chunks by their size.
-        out[name] = torch.stack([(torch.stack(parts[name][b]).double() * w[:, None]).sum(0)
-                                 for b in range(cfg.n_layer)])
-    return {name: out[name] for name in HEAD_SCORES}
+            logits = direct_logits(model, outputs, trace["ln_f_input"][:, queries])  # [batch n_heads q vocab]
+            scores = {
+                "prefix_matching": prefix_matching_score(pattern, chunk, probes.repeat_length),
+                "copying_logit": copying_score_logits(logits, attended_tokens(pattern[:, :, queries], chunk)),
+                "previous_token": detection_score(pattern, previous),
+                "duplicate_token": detection_score(pattern, duplicate),
+            }
+            for name, value in scores.items():
+                totals[name][b] += share * value.double()
+    return {"copying_eigen": eigen, **totals}
 
 
 def measure_checkpoint(model: Transformer, probes: Probes, icl_positions: tuple[int, int], energy_windows: int,
