@@ -32,9 +32,11 @@ def _step_axis(ax, steps: np.ndarray, label: bool = True) -> None:
 
 def _shade(ax, summaries: Mapping[str, dict], horizontal: bool = False) -> None:
     """Every seed's window, lightly (overlaps darken); a label on the first only."""
+    detected = sum(s["phase_change_detected"] for s in summaries.values())
     for i, summary in enumerate(summaries.values()):
         w = summary["window"]
-        label = "phase-change window (per seed)" if i == 0 else None
+        label = (f"phase-change window, per seed (a phase change detected in {detected} of {len(summaries)})"
+                 if i == 0 else None)
         if horizontal:
             ax.axhspan(w["start"], w["end"], color="tab:orange", alpha=0.12, label=label)
         else:
@@ -106,7 +108,6 @@ def plot_icl_score(curves: Mapping[str, Curves], summaries: Mapping[str, dict], 
     ax_icl.axhline(0, color="grey", lw=0.8)
     ax_icl.set_ylabel(f"ICL score (nats): loss at token {late + 1}\nminus loss at token {early + 1}")
     ax_loss.set_ylabel("validation loss (nats/char)")
-    ax_loss.set_yscale("log")
     for ax in (ax_icl, ax_loss):
         _shade(ax, summaries)
         _step_axis(ax, steps, label=ax is ax_loss)
@@ -164,13 +165,13 @@ def plot_head_scores(curves: Curves, summary: dict, seed: str, uniform_baseline:
                     ax.plot(steps, values[:, b, h], color=colors[b], lw=0.8, alpha=0.7,
                             label=f"block {b + 1}" if h == 0 else None)
         ax.plot(steps, values[:, b_best, h_best], color="k", lw=2.2,
-                label=f"best induction head: block {b_best + 1} head {h_best} ({values[-1, b_best, h_best]:+.2f})")
+                label=f"best head by final prefix matching: block {b_best + 1} head {h_best} "
+                      f"({values[-1, b_best, h_best]:+.2f})")
         ax.set_ylabel(label)
         _shade(ax, {seed: summary})
         _step_axis(ax, steps, label=ax is axes[-1])
     axes[0].axhline(uniform_baseline, color="grey", ls=":", label=f"uniform attention: {uniform_baseline:.3f}")
-    for ax in axes[1:]:
-        ax.axhline(0, color="grey", lw=0.8)
+    axes[1].axhline(0, color="grey", lw=0.8)
     for ax in axes:
         ax.legend(fontsize=6, ncol=2)
     axes[0].set_title(f"seed {seed}: per-head induction scores over training")
@@ -187,10 +188,13 @@ def plot_energy_depth(curves: Mapping[str, Curves], summaries: Mapping[str, dict
         ax.plot(x, c.metrics["ie"][-1], "o-", color=f"C{i}", lw=2 if seed == original else 1.2,
                 label=f"seed {seed}, final (step {c.steps[-1]})")
     c, w = curves[original], summaries[original]["window"]
-    for step, style, label in ((0, ":", "initialisation"), (w["start"], "--", "window start"),
-                               (w["end"], "-.", "window end")):
+    marks = [(0, ":", "grey", "initialisation")]
+    if summaries[original]["ie_kl"]["unigram_step"] is not None:
+        marks.append((summaries[original]["ie_kl"]["unigram_step"], ":", "k", "KL minimum: the unigram phase"))
+    marks += [(w["start"], "--", "grey", "window start"), (w["end"], "-.", "grey", "window end")]
+    for step, style, color, label in marks:
         k = int(np.argmin(np.abs(np.log10(np.maximum(c.steps, 1e-9)) - np.log10(max(step, 1e-9)))))
-        ax.plot(x, c.metrics["ie"][k], ls=style, color="grey", marker=".",
+        ax.plot(x, c.metrics["ie"][k], ls=style, color=color, marker=".",
                 label=f"seed {original}, step {c.steps[k]} ({label})")
     ax.axhline(np.e, color="k", lw=0.6, ls=":")
     ax.axhline(1.0, color="k", lw=0.6, ls=":")
@@ -198,7 +202,8 @@ def plot_energy_depth(curves: Mapping[str, Curves], summaries: Mapping[str, dict
     ax.text(x[-1], 1.0, " 1: spread over the sphere", va="bottom", ha="right", fontsize=7)
     ax.set_xticks(x, names)
     ax.set_ylabel("interaction energy")
-    ax.set_title("Interaction energy by depth (the window's checkpoints: nearest to its start and end)")
-    ax.legend(fontsize=7)
+    ax.set_ylim(0.95, np.e + 0.1)
+    ax.set_title("Interaction energy by depth (grey: the original seed's checkpoints nearest to the steps named)")
+    ax.legend(fontsize=7, loc="center right")
     ax.grid(alpha=0.3)
     save_figure(fig, out)
