@@ -25,6 +25,9 @@ include: "rules/activations.smk"
 include: "rules/search.smk"
 include: "rules/approx.smk"
 include: "rules/figures.smk"
+# --- circuits family ---
+include: "rules/circuits.smk"
+# --- end circuits family ---
 # --- family: training dynamics (issue 9) ---
 include: "rules/dynamics.smk"
 # --- end family: training dynamics ---
@@ -43,6 +46,7 @@ rule all:
         results("metrics/search_verification.json"),
         results("metrics/hellinger.json"),
         results("metrics/headline.json"),
+        CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
         # --- family: training dynamics (issue 9) ---
         DYNAMICS_TARGETS,
         # --- end family: training dynamics ---
