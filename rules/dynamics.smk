@@ -30,6 +30,8 @@ rule dynamics_measure:
         results("logs/dynamics_measure_seed{seed}.log"),
     benchmark:
         results("benchmarks/dynamics_measure_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/measure_dynamics.py"
 
@@ -50,6 +52,8 @@ rule dynamics_summary:
         runtime=5,
     log:
         results("logs/dynamics_summary.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/dynamics_summary.py"
 
@@ -60,8 +64,11 @@ rule plot_dynamics_energy_kl:
         summary=rules.dynamics_summary.output.summary,
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
     output:
-        figure=report(results("figures/dynamics_energy_kl.png"), caption="../report/dynamics_energy_kl.rst",
-                      category="Training dynamics"),
+        figure=report(
+            results("figures/dynamics_energy_kl.png"),
+            caption="../report/dynamics_energy_kl.rst",
+            category="Training dynamics",
+        ),
     params:
         seeds=SEEDS,
     resources:
@@ -69,6 +76,8 @@ rule plot_dynamics_energy_kl:
         runtime=5,
     log:
         results("logs/plot_dynamics_energy_kl.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_dynamics_energy_kl.py"
 
@@ -79,8 +88,11 @@ rule plot_dynamics_icl_score:
         summary=rules.dynamics_summary.output.summary,
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
     output:
-        figure=report(results("figures/dynamics_icl_score.png"), caption="../report/dynamics_icl_score.rst",
-                      category="Training dynamics"),
+        figure=report(
+            results("figures/dynamics_icl_score.png"),
+            caption="../report/dynamics_icl_score.rst",
+            category="Training dynamics",
+        ),
     params:
         seeds=SEEDS,
         original=ORIGINAL,
@@ -90,6 +102,8 @@ rule plot_dynamics_icl_score:
         runtime=5,
     log:
         results("logs/plot_dynamics_icl_score.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_dynamics_icl_score.py"
 
@@ -101,8 +115,11 @@ rule plot_dynamics_loss_by_position:
         summary=rules.dynamics_summary.output.summary,
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
     output:
-        figure=report(results("figures/dynamics_loss_by_position.png"),
-                      caption="../report/dynamics_loss_by_position.rst", category="Training dynamics"),
+        figure=report(
+            results("figures/dynamics_loss_by_position.png"),
+            caption="../report/dynamics_loss_by_position.rst",
+            category="Training dynamics",
+        ),
     params:
         original=ORIGINAL,
         smooth_decades=DYNAMICS["smooth_decades"],
@@ -111,6 +128,8 @@ rule plot_dynamics_loss_by_position:
         runtime=5,
     log:
         results("logs/plot_dynamics_loss_by_position.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_dynamics_loss_by_position.py"
 
@@ -122,8 +141,11 @@ rule plot_dynamics_head_scores:
         summary=rules.dynamics_summary.output.summary,
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
     output:
-        figure=report(results("figures/dynamics_head_scores.png"), caption="../report/dynamics_head_scores.rst",
-                      category="Training dynamics"),
+        figure=report(
+            results("figures/dynamics_head_scores.png"),
+            caption="../report/dynamics_head_scores.rst",
+            category="Training dynamics",
+        ),
     params:
         original=ORIGINAL,
     resources:
@@ -131,6 +153,8 @@ rule plot_dynamics_head_scores:
         runtime=5,
     log:
         results("logs/plot_dynamics_head_scores.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_dynamics_head_scores.py"
 
@@ -141,8 +165,11 @@ rule plot_dynamics_energy_depth:
         summary=rules.dynamics_summary.output.summary,
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
     output:
-        figure=report(results("figures/dynamics_energy_depth.png"), caption="../report/dynamics_energy_depth.rst",
-                      category="Training dynamics"),
+        figure=report(
+            results("figures/dynamics_energy_depth.png"),
+            caption="../report/dynamics_energy_depth.rst",
+            category="Training dynamics",
+        ),
     params:
         seeds=SEEDS,
         original=ORIGINAL,
@@ -151,6 +178,8 @@ rule plot_dynamics_energy_depth:
         runtime=5,
     log:
         results("logs/plot_dynamics_energy_depth.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_dynamics_energy_depth.py"
 

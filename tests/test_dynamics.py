@@ -9,12 +9,24 @@ import torch
 from tinylens import measures
 from tinylens.dynamics.energy import interaction_energies, interaction_energy, prefix_interaction_energy
 from tinylens.dynamics.heads import (
-    attended_tokens, copying_score_eigen, copying_score_logits, detection_score, duplicate_token_pattern,
-    prefix_matching_pattern, prefix_matching_score, previous_token_pattern,
+    attended_tokens,
+    copying_score_eigen,
+    copying_score_logits,
+    detection_score,
+    duplicate_token_pattern,
+    prefix_matching_pattern,
+    prefix_matching_score,
+    previous_token_pattern,
 )
 from tinylens.dynamics.measure import _validation_measures, measure_checkpoint, unigram_direction
 from tinylens.dynamics.phases import (
-    critical_points, ie_kl_phases, log_position_derivative, loss_bump, phase_change_window, smooth, zigzag,
+    critical_points,
+    ie_kl_phases,
+    log_position_derivative,
+    loss_bump,
+    phase_change_window,
+    smooth,
+    zigzag,
 )
 from tinylens.dynamics.probes import make_probes, repeat_candidates, repeated_sequences, windows
 from tinylens.dynamics.summary import uniform_prefix_matching

@@ -26,7 +26,7 @@ def _step_axis(ax, steps: np.ndarray, label: bool = True) -> None:
     ax.set_xscale("symlog", linthresh=first, linscale=0.4)
     ax.set_xlim(0, float(steps.max()) * 1.05)
     if label:
-        ax.set_xlabel("training step (log; linear below %g)" % first)
+        ax.set_xlabel(f"training step (log; linear below {first:g})")
     ax.grid(alpha=0.3)
 
 
@@ -74,7 +74,7 @@ def plot_energy_kl(curves: Mapping[str, Curves], summaries: Mapping[str, dict], 
     _mean_band(axes[1], steps, kl_mu, "tab:red", "KL(model || unigram)")
     _mean_band(axes[1], steps, kl_um, "tab:purple", "KL(unigram || model)")
     axes[1].set_ylabel("KL to the unigram (nats)")
-    for seed, summary in summaries.items():
+    for summary in summaries.values():
         for ax, key in ((axes[0], "ie_critical_points"), (axes[1], "kl_critical_points")):
             for p in summary["ie_kl"][key]:
                 ax.plot(p["step"], p["value"], "v" if p["kind"] == "min" else "^", color="k", ms=4)

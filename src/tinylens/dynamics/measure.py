@@ -30,8 +30,14 @@ from tqdm.auto import tqdm
 
 from tinylens.dynamics.energy import interaction_energies
 from tinylens.dynamics.heads import (
-    attended_tokens, copying_score_eigen, copying_score_logits, detection_score, duplicate_token_pattern,
-    prefix_matching_score, previous_token_pattern, repeat_queries,
+    attended_tokens,
+    copying_score_eigen,
+    copying_score_logits,
+    detection_score,
+    duplicate_token_pattern,
+    prefix_matching_score,
+    previous_token_pattern,
+    repeat_queries,
 )
 from tinylens.dynamics.probes import Probes
 from tinylens.interventions import direct_logits, head_outputs, head_weights, hook_name, run
