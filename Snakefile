@@ -42,6 +42,9 @@ include: "rules/figures.smk"
 # --- circuits family ---
 include: "rules/circuits.smk"
 # --- end circuits family ---
+# --- superposition family ---
+include: "rules/superposition.smk"
+# --- end superposition family ---
 # --- family: training dynamics (issue 9) ---
 include: "rules/dynamics.smk"
 
@@ -63,5 +66,6 @@ rule all:
         results("metrics/hellinger.json"),
         results("metrics/headline.json"),
         CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
+        SUPERPOSITION_TARGETS,  # superposition family (rules/superposition.smk)
         DYNAMICS_TARGETS,  # training-dynamics family (rules/dynamics.smk)
     default_target: True
