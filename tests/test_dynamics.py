@@ -300,3 +300,32 @@ def test_smoothing_and_log_position_derivative():
     np.testing.assert_allclose(log_position_derivative(loss, 0.1), -0.25, atol=1e-9)  # smoothing keeps a line
     noisy = loss + 0.05 * np.random.default_rng(0).normal(size=40)
     assert np.abs(log_position_derivative(noisy, 0.1) + 0.25).mean() < np.abs(log_position_derivative(noisy, 0) + 0.25).mean() / 3
+
+
+# --- the window on the circuits family's composition-over-training figure -------------------------
+
+def test_the_composition_over_training_figure_shades_each_seeds_window():
+    import polars as pl
+    from matplotlib.patches import Rectangle
+
+    from tinylens.circuits.plots import make_composition_over_training
+    from tinylens.dynamics.summary import phase_change_windows
+
+    summary = {"seeds": {"7": {"window": {"start": 20.5, "peak": 40, "end": 80.0}},
+                         "9": {"window": {"start": 100.0, "peak": 150, "end": 200.0}}}}
+    windows = phase_change_windows(summary)
+    assert windows == {7: (20.5, 80.0), 9: (100.0, 200.0)}
+    steps = [0, 10, 50, 100, 300]
+    over = {seed: pl.DataFrame([
+        {"seed": seed, "step": s, "layernorm": "ignored", "basis": basis, "kind": "K", "layer_a": 0, "head_a": 0,
+         "layer_b": 1, "head_b": 0, "score": 0.1 + 0.001 * s, "baseline_mean": 0.1, "baseline_std": 0.01}
+        for s in steps for basis in ("residual", "token")]) for seed in windows}
+    fig = make_composition_over_training(over, 7, 1, windows=windows)
+    for ax in fig.axes:
+        seed = int(ax.get_title().split()[1].rstrip(":"))
+        spans = [p for p in ax.patches if isinstance(p, Rectangle) and "phase-change window" in p.get_label()]
+        assert len(spans) == 1, ax.get_title()
+        x = spans[0].get_x()
+        assert (x, x + spans[0].get_width()) == pytest.approx(windows[seed])
+    with pytest.raises(ValueError, match="metrics/dynamics.json"):
+        phase_change_windows({"seeds": {"7": {"peak": 3}}})

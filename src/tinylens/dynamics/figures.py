@@ -9,16 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from tinylens.dynamics.measure import depth_names  # noqa: E402
-from tinylens.dynamics.phases import log_position_derivative  # noqa: E402
-from tinylens.dynamics.summary import HEADLINE_DEPTH, Curves  # noqa: E402
-from tinylens.plots import save_figure  # noqa: E402
+from tinylens.dynamics.measure import depth_names
+from tinylens.dynamics.phases import log_position_derivative
+from tinylens.dynamics.summary import HEADLINE_DEPTH, Curves
+from tinylens.plots import plt, save_figure
 
 
 def _step_axis(ax, steps: np.ndarray, label: bool = True) -> None:

@@ -146,3 +146,14 @@ def summarize(per_seed: dict[int, dict], original_seed: int, settings: dict) -> 
         "seeds": {str(k): v for k, v in per_seed.items()},
         "source": SOURCE,
     }
+
+
+def phase_change_windows(summary: dict) -> dict[int, tuple[float, float]]:
+    """Per seed, the (start, end) steps of the phase-change window in a ``metrics/dynamics.json``
+    summary (:func:`summarize`): what other families mark on their over-training figures."""
+    try:
+        return {int(seed): (float(s["window"]["start"]), float(s["window"]["end"]))
+                for seed, s in summary["seeds"].items()}
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"not a training-dynamics summary (metrics/dynamics.json): no seeds.<N>.window.start/end "
+                         f"({error!r}); rerun the rule that writes it (snakemake --forcerun dynamics_summary)") from error
