@@ -109,3 +109,12 @@ def test_dynamics_figures_are_in_the_report(finished_run, repo, test_config, tmp
     assert proc.returncode == 0, proc.stderr[-3000:]
     html = report.read_text(errors="ignore")
     assert "Training dynamics" in html and all(name in html for name in FIGURES)
+
+
+@pytest.mark.workflow
+def test_the_circuits_over_training_figure_read_the_windows(finished_run):
+    from tinylens.dynamics.summary import phase_change_windows
+
+    windows = phase_change_windows(json.loads((finished_run / "metrics/dynamics.json").read_text()))
+    log = (finished_run / "logs/plot_composition_over_training.log").read_text()
+    assert f"phase-change windows (steps) from results/test/metrics/dynamics.json: {windows}" in log
