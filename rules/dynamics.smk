@@ -191,6 +191,8 @@ DYNAMICS_TARGETS = [
     rules.plot_dynamics_loss_by_position.output.figure,
     rules.plot_dynamics_head_scores.output.figure,
     rules.plot_dynamics_energy_depth.output.figure,
+    # intermediates too: `rule all` then notices one deleted or lost with a failed job
+    expand(rules.dynamics_measure.output, seed=SEEDS),
 ]
 
 
