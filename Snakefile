@@ -46,9 +46,12 @@ include: "rules/circuits.smk"
 # --- end circuits family ---
 # --- superposition family ---
 include: "rules/superposition.smk"
-
-
 # --- end superposition family ---
+# --- family: training dynamics (issue 9) ---
+include: "rules/dynamics.smk"
+
+
+# --- end family: training dynamics ---
 
 
 onstart:
@@ -80,6 +83,7 @@ rule all:
         SUPPORTING_TARGETS,  # supporting analyses (rules/supporting.smk)
         CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
         SUPERPOSITION_TARGETS,  # superposition family (rules/superposition.smk)
+        DYNAMICS_TARGETS,  # training-dynamics family (rules/dynamics.smk)
     default_target: True
 
 

@@ -158,6 +158,8 @@ rule plot_composition_kendall_tau:
 rule plot_composition_over_training:
     input:
         tables=expand(results("circuits/seed{seed}/over_training.parquet"), seed=SEEDS),
+        # the training-dynamics family's phase-change windows, shaded (rules/dynamics.smk)
+        dynamics=results("metrics/dynamics.json"),
     output:
         figure=report(
             results("figures/composition_over_training.png"),

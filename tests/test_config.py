@@ -58,8 +58,8 @@ def test_cross_field_constraints(config, schema):
     with pytest.raises(ConfigError, match="n_embed' \\(32\\) must be divisible"):
         validate_config(bad, schema)
     bad = copy.deepcopy(config)
-    bad["presets"]["test"]["train"]["checkpoint_steps"] = [10_000]
-    with pytest.raises(ConfigError, match="checkpoint_steps"):
+    bad["presets"]["test"]["train"]["checkpoints"]["first"] = 10_000
+    with pytest.raises(ConfigError, match=r"checkpoints\.first' \(10000\) must be below the last step \(300\)"):
         validate_config(bad, schema)
 
 

@@ -29,7 +29,8 @@ OUTS = ["data", "models", "samples", "strings", "activations", "search", "approx
         "case_studies", "figures", "metrics",
         "circuits",  # circuits family
         "supporting",  # supporting analyses
-        "superposition"]  # superposition family
+        "superposition",  # superposition family
+        "dynamics"]  # training-dynamics family
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -158,7 +159,10 @@ FIGURES = {
     "superposition_dimensionality", "superposition_fraction_histogram", "superposition_dimensionality_training",
     "superposition_phase_diagram",
     # supporting analyses
-    "ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion"}
+    "ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion",
+    # training-dynamics family
+    "dynamics_energy_kl", "dynamics_icl_score", "dynamics_loss_by_position", "dynamics_head_scores",
+    "dynamics_energy_depth"}
 
 
 def test_figures_regenerate_without_heavy_jobs(user_clone):

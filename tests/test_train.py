@@ -11,6 +11,7 @@ from tinylens.train import (
     Phase,
     TrainConfig,
     check_resume_fingerprint,
+    checkpoint_schedule,
     run_fingerprint,
     summarize_training,
     train,
@@ -44,6 +45,17 @@ def test_phases_and_checkpoint_steps_are_checked():
                       eval_iters=1, checkpoint_steps=(0, 5))
     assert [cfg.phase_at(s) for s in (0, 9, 10, 14)] == [0, 0, 1, 1]
     assert cfg.save_steps == (0, 5, 15)
+
+
+def test_checkpoint_schedule_is_log_spaced_with_every_phase_end():
+    steps = checkpoint_schedule(10, 26, (1600, 2000))
+    assert steps[0] == 0 and steps[1] == 10 and steps[-1] == 2000 and 1600 in steps
+    ratios = np.diff(np.log([s for s in steps if s not in (0, 1600)]))
+    assert np.allclose(ratios, np.log(200) / 25, atol=0.03)  # equal steps in log(step)
+    assert len(steps) == 28
+    assert checkpoint_schedule(1, 5, (4,)) == (0, 1, 2, 3, 4)  # rounding duplicates are kept once
+    with pytest.raises(ValueError, match="must lie in 1..299"):
+        checkpoint_schedule(300, 5, (300,))
 
 
 def test_batch_sampler_is_reproducible_and_shifted():

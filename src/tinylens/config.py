@@ -16,7 +16,7 @@ import jsonschema
 import yaml
 
 from tinylens.model import ModelConfig
-from tinylens.train import Phase, TrainConfig
+from tinylens.train import Phase, TrainConfig, checkpoint_schedule
 
 
 class ConfigError(ValueError):
@@ -100,11 +100,26 @@ def _preset_problems(name: str, preset: Mapping[str, Any]) -> list[str]:
     ends = [p["until"] for p in train["phases"]]
     if ends != sorted(set(ends)):
         problems.append(f"config key '{key}.train.phases': 'until' must strictly increase, got {ends}")
-    late = [s for s in train["checkpoint_steps"] if s > ends[-1]]
-    if late:
+    first = train["checkpoints"]["first"]
+    if first >= ends[-1]:
         problems.append(
-            f"config key '{key}.train.checkpoint_steps' has steps {late} after the last phase ends ({ends[-1]})"
+            f"config key '{key}.train.checkpoints.first' ({first}) must be below the last step "
+            f"({ends[-1]}): checkpoints are log-spaced from it to the last step"
         )
+    # --- family: training dynamics (issue 9) ---
+    dynamics, context = preset["dynamics"], model["block_size"]
+    early, late = dynamics["icl_positions"]
+    if not early < late < context:
+        problems.append(f"config key '{key}.dynamics.icl_positions' ({[early, late]}) must be "
+                        f"[early, late] with early < late < the context length (model.block_size = {context})")
+    repeat = dynamics["repeat"]
+    if repeat["length"] * repeat["copies"] > context:
+        problems.append(f"config key '{key}.dynamics.repeat': {repeat['copies']} copies of "
+                        f"{repeat['length']} tokens exceed the context length ({context})")
+    if dynamics["energy_windows"] > dynamics["val_windows"]:
+        problems.append(f"config key '{key}.dynamics.energy_windows' ({dynamics['energy_windows']}) "
+                        f"must not exceed '{key}.dynamics.val_windows' ({dynamics['val_windows']})")
+    # --- end family: training dynamics ---
     n = analysis["n_prompts"]
     n_tune = int(round(analysis["tune_fraction"] * n))
     if not 0 < n_tune < n:
@@ -175,5 +190,6 @@ def train_config(train: Mapping[str, Any], seed: int) -> TrainConfig:
         phases=tuple(Phase(until=p["until"], lr=p["lr"]) for p in train["phases"]),
         eval_interval=train["eval_interval"],
         eval_iters=train["eval_iters"],
-        checkpoint_steps=tuple(train["checkpoint_steps"]),
+        checkpoint_steps=checkpoint_schedule(train["checkpoints"]["first"], train["checkpoints"]["count"],
+                                             [p["until"] for p in train["phases"]]),
     )

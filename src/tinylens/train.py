@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 from tinylens.atomic import atomic_path, replace_dir, write_json
 from tinylens.model import ModelConfig, Transformer
 from tinylens.tables import Schema, read_csv, write_csv
-from tinylens.weights import save_model, save_weights
+from tinylens.weights import checkpoint_path, save_model, save_weights
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,28 @@ class TrainConfig:
     def save_steps(self) -> tuple[int, ...]:
         """Checkpoint steps, always including the final one (the resume point of a finished run)."""
         return tuple(sorted(set(self.checkpoint_steps) | {self.max_steps}))
+
+
+def checkpoint_schedule(first: int, count: int, phase_ends: tuple[int, ...] | list[int]) -> tuple[int, ...]:
+    """Checkpoint steps: 0, ``count`` log-spaced steps from ``first`` to the last step, and every
+    phase end (the step where each fresh optimizer takes over, and the last step).
+
+    Log spacing keeps the early steps dense, where the phase change of a small model can fall.
+    Steps that round to the same integer are kept once, so small ``first`` values give fewer
+    than ``count`` distinct steps.
+
+    >>> checkpoint_schedule(10, 4, (800, 1000))
+    (0, 10, 46, 215, 800, 1000)
+    """
+    if not phase_ends:
+        raise ValueError("checkpoint_schedule needs the phase ends (at least the last step)")
+    last = max(phase_ends)
+    if not 1 <= first < last:
+        raise ValueError(f"the first log-spaced checkpoint ({first}) must lie in 1..{last - 1}")
+    if count < 2:
+        raise ValueError(f"count ({count}) must be at least 2: the first step and the last")
+    spaced = np.rint(np.geomspace(first, last, count)).astype(int).tolist()
+    return tuple(sorted({0, *spaced, *phase_ends}))
 
 
 @dataclass
@@ -318,7 +340,7 @@ def train(
                 _write_loss_csv(work_dir / "loss.csv", history)
                 log.info("step %d: train loss %.4f, val loss %.4f", step, losses["train"], losses["val"])
             if step in cfg.save_steps:
-                save_weights(work_dir / "checkpoints" / f"step_{step:06d}.safetensors", model)
+                save_weights(checkpoint_path(work_dir, step), model)
                 with atomic_path(resume_path) as tmp:
                     torch.save({
                         "step": step, "phase": phase_index, "seed": cfg.seed,
