@@ -25,6 +25,7 @@ include: "rules/activations.smk"
 include: "rules/search.smk"
 include: "rules/approx.smk"
 include: "rules/figures.smk"
+include: "rules/attention.smk"  # attention dynamics (method.md §10)
 
 
 rule all:
@@ -40,4 +41,5 @@ rule all:
         results("metrics/search_verification.json"),
         results("metrics/hellinger.json"),
         results("metrics/headline.json"),
+        ATTENTION_TARGETS,  # attention dynamics
     default_target: True

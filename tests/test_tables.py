@@ -166,3 +166,17 @@ def test_fixed_size_list_of_the_wrong_width_is_rejected_beside_other_columns(tmp
     with pytest.raises(ValueError):  # 6 values do not fill lists of 4
         write_table(tmp_path / "t.parquet", SCHEMA, {**_columns(2), "vec": np.zeros((2, 3), np.float32)})
     assert not (tmp_path / "t.parquet").exists()
+
+
+def test_read_columns_gives_numpy_per_column(tmp_path):
+    from tinylens.tables import read_columns
+
+    cols = _columns(5)
+    write_table(tmp_path / "t.parquet", SCHEMA, cols)
+    back = read_columns(tmp_path / "t.parquet", SCHEMA)
+    assert list(back) == ["id", "name", "vec"]
+    np.testing.assert_array_equal(back["id"], cols["id"])
+    assert back["name"].tolist() == cols["name"]
+    np.testing.assert_array_equal(back["vec"], cols["vec"])
+    with pytest.raises(ValueError, match="not a tinylens other table"):
+        read_columns(tmp_path / "t.parquet", Schema("other", {"id": pa.int64()}))

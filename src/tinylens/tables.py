@@ -112,3 +112,11 @@ def fixed_list_to_numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """A fixed-size list column as a 2-D numpy array [rows list_size]."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     return arr.flatten().to_numpy(zero_copy_only=False).reshape(len(arr), arr.type.list_size)
+
+
+def read_columns(path: str | Path, schema: Schema) -> dict[str, np.ndarray]:
+    """A whole table as one numpy array per column, schema checked: strings as object arrays,
+    fixed-size lists as 2-D arrays."""
+    table = read_table(path, schema)
+    return {name: fixed_list_to_numpy(table[name]) if isinstance(table[name].type, pa.FixedSizeListType)
+            else table[name].to_numpy() for name in table.column_names}

@@ -1,0 +1,232 @@
+# Attention as a dynamical system (method.md §10): attention spectra, depth-wise trajectories
+# through the logit and tuned lenses, speaker probes. Heavy rules are one job per seed
+# ({seed} wildcard); the target runs the original seed only, as the analysis asks.
+ATTENTION = SETTINGS["attention"]
+
+
+def attention_out(path):
+    return results(f"attention/seed{{seed}}/{path}")
+
+
+def attention_original(path):
+    return results(f"attention/seed{ORIGINAL}/{path}")
+
+
+MODEL_FILES = {
+    "weights": results("models/seed{seed}/model.safetensors"),
+    "model_config": results("models/seed{seed}/config.json"),
+}
+
+
+rule attention_spectra:
+    input:
+        **MODEL_FILES,
+        val=rules.tokenize.output.val,
+    output:
+        diagonal=attention_out("diagonal.parquet"),
+        absorption=attention_out("absorption.parquet"),
+        heads=attention_out("heads.parquet"),
+    params:
+        sequences=ATTENTION["sequences"],
+        eigen_sample=ATTENTION["eigen_sample"],
+        walk_doublings=ATTENTION["walk_doublings"],
+        device=config["device"],
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=20,
+        gpu=TRAIN["resources"]["gpu"],
+    log:
+        results("logs/attention_spectra_seed{seed}.log"),
+    benchmark:
+        results("benchmarks/attention_spectra_seed{seed}.tsv")
+    script:
+        "../scripts/measure_attention_spectra.py"
+
+
+rule train_tuned_lens:
+    input:
+        **MODEL_FILES,
+        train=rules.tokenize.output.train,
+    output:
+        lens=attention_out("tuned_lens.safetensors"),
+        history=attention_out("tuned_lens_training.csv"),
+    params:
+        sequences=ATTENTION["lens_sequences"],
+        settings=ATTENTION["tuned_lens"],
+        seed=ATTENTION["seed"],
+        device=config["device"],
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=20,
+        gpu=TRAIN["resources"]["gpu"],
+    log:
+        results("logs/train_tuned_lens_seed{seed}.log"),
+    benchmark:
+        results("benchmarks/train_tuned_lens_seed{seed}.tsv")
+    script:
+        "../scripts/train_tuned_lens.py"
+
+
+rule measure_trajectories:
+    input:
+        **MODEL_FILES,
+        val=rules.tokenize.output.val,
+        lens=rules.train_tuned_lens.output.lens,
+        history=rules.train_tuned_lens.output.history,
+    output:
+        table=attention_out("trajectories.parquet"),
+        summary=attention_out("trajectories.json"),
+    params:
+        sequences=ATTENTION["sequences"],
+        device=config["device"],
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=20,
+        gpu=TRAIN["resources"]["gpu"],
+    log:
+        results("logs/measure_trajectories_seed{seed}.log"),
+    benchmark:
+        results("benchmarks/measure_trajectories_seed{seed}.tsv")
+    script:
+        "../scripts/measure_trajectories.py"
+
+
+rule probe_speakers:
+    input:
+        **MODEL_FILES,
+        tokenizer=rules.tokenize.output.tokenizer,
+        train=rules.tokenize.output.train,
+        val=rules.tokenize.output.val,
+    output:
+        table=attention_out("probes.parquet"),
+        passages=attention_out("passages.parquet"),
+        summary=attention_out("probes.json"),
+    params:
+        probe=ATTENTION["probe"],
+        seed=ATTENTION["seed"],
+        device=config["device"],
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=20,
+        gpu=TRAIN["resources"]["gpu"],
+    log:
+        results("logs/probe_speakers_seed{seed}.log"),
+    benchmark:
+        results("benchmarks/probe_speakers_seed{seed}.tsv")
+    script:
+        "../scripts/probe_speakers.py"
+
+
+rule attention_summary:
+    input:
+        heads=attention_original("heads.parquet"),
+        trajectories=attention_original("trajectories.json"),
+        probes=attention_original("probes.json"),
+    output:
+        summary=results("metrics/attention.json"),
+    params:
+        seed=ORIGINAL,
+    log:
+        results("logs/attention_summary.log"),
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/summarize_attention.py"
+
+
+rule plot_attention_diagonals:
+    input:
+        table=attention_original("diagonal.parquet"),
+    output:
+        figure=report(results("figures/attention_diagonals.png"), caption="../report/attention_diagonals.rst",
+                      category="Attention dynamics"),
+    log:
+        results("logs/plot_attention_diagonals.log"),
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/plot_attention_diagonals.py"
+
+
+rule plot_absorption:
+    input:
+        table=attention_original("absorption.parquet"),
+    output:
+        figure=report(results("figures/attention_absorption.png"), caption="../report/attention_absorption.rst",
+                      category="Attention dynamics"),
+    log:
+        results("logs/plot_absorption.log"),
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/plot_absorption.py"
+
+
+rule plot_lens_curves:
+    input:
+        summary=attention_original("trajectories.json"),
+        model_config=results(f"models/seed{ORIGINAL}/config.json"),
+    output:
+        figure=report(results("figures/lens_curves.png"), caption="../report/lens_curves.rst",
+                      category="Attention dynamics"),
+    log:
+        results("logs/plot_lens_curves.log"),
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/plot_lens_curves.py"
+
+
+rule plot_next_token_cosine:
+    input:
+        table=attention_original("trajectories.parquet"),
+        model_config=results(f"models/seed{ORIGINAL}/config.json"),
+    output:
+        figure=report(results("figures/next_token_cosine.png"), caption="../report/next_token_cosine.rst",
+                      category="Attention dynamics"),
+    log:
+        results("logs/plot_next_token_cosine.log"),
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/plot_next_token_cosine.py"
+
+
+rule plot_probe_accuracy:
+    input:
+        table=attention_original("probes.parquet"),
+        summary=attention_original("probes.json"),
+    output:
+        figure=report(results("figures/probe_accuracy.png"), caption="../report/probe_accuracy.rst",
+                      category="Attention dynamics"),
+    log:
+        results("logs/plot_probe_accuracy.log"),
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/plot_probe_accuracy.py"
+
+
+ATTENTION_TARGETS = [
+    results("metrics/attention.json"),
+    results("figures/attention_diagonals.png"),
+    results("figures/attention_absorption.png"),
+    results("figures/lens_curves.png"),
+    results("figures/next_token_cosine.png"),
+    results("figures/probe_accuracy.png"),
+]
+
+
+rule attention:
+    input:
+        ATTENTION_TARGETS,
