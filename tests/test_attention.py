@@ -83,6 +83,13 @@ def test_score_split_sums_and_matches_a_least_squares_fit():
     sums = spectra.score_sums_of_squares(q, k)
     torch.testing.assert_close(sums["distance"] + sums["key_norm"] + sums["cross"], sums["total"])
     for m in range(2):
+        # the two terms written out: -|q_i - k_j|^2 / (2 sqrt(d)) and |k_j|^2 / (2 sqrt(d)), row-centred over j <= i
+        qd, kd = q[m].double(), k[m].double()
+        distance = -((qd[:, None] - kd[None]) ** 2).sum(-1) / (2 * 2.0)
+        key_norm = (kd**2).sum(-1)[None].expand(7, 7) / (2 * 2.0)
+        for name, term in (("distance", distance), ("key_norm", key_norm)):
+            ss = sum(float(((term[i, : i + 1] - term[i, : i + 1].mean()) ** 2).sum()) for i in range(7))
+            assert float(sums[name][m]) == pytest.approx(ss, rel=1e-10), name
         s = spectra.causal_scores(q[m], k[m]).numpy()
         rows, y = [], []
         for i in range(7):
