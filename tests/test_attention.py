@@ -52,6 +52,15 @@ def test_random_causal_matrices_eigenvalues_match_a_numerical_solver():
     assert gap.shape == (5,) and float(gap.max()) < 1e-8 and float(imag.max()) < 1e-8
 
 
+def test_nearly_defective_causal_matrix_has_ill_conditioned_eigenvalues():
+    # each position puts 0.99 on the previous one: a Jordan-like block of 19 equal eigenvalues 0.01
+    s = torch.diag(torch.full((20,), 0.01, dtype=torch.float64)) + torch.diag(torch.full((19,), 0.99,
+                                                                                       dtype=torch.float64), -1)
+    s[0, 0] = 1.0
+    assert spectra.causal_checks(s)["row_sum_max_error"] < 1e-15
+    assert float(spectra.eigenvalue_diagonal_gap(s)[0]) > 1e-3  # the solver cannot resolve them
+
+
 def test_two_position_walk_is_absorbed_at_the_known_rate():
     a = 0.8
     s = torch.tensor([[1.0, 0.0], [1 - a, a]], dtype=torch.float64)
@@ -302,10 +311,14 @@ def test_probes_on_shuffled_labels_stay_at_chance():
         assert abs(scores[name]["balanced_accuracy"] - 0.25) < 0.05, (name, scores[name])
     noise = probes.probe_accuracies(rng.normal(size=(400, 8)), train_y, rng.normal(size=(2000, 8)), test_y)
     assert abs(noise["shuffled_labels"]["balanced_accuracy"] - 0.25) < 0.05
-    columns = probes.probe_by_depth(np.stack([train_x] * 2), train_y, np.stack([test_x] * 2), test_y)
+    columns = probes.probe_by_depth(np.stack([train_x] * 2), train_y, np.stack([test_x] * 2), test_y, shuffles=5)
+    assert set(columns) == set(probes.PROBE_SCHEMA.columns)
     assert columns["depth"] == [0] * 4 + [1] * 4
     assert columns["classifier"][:4] == [*probes.CLASSIFIERS, "chance"]
     assert columns["accuracy"][0] == columns["accuracy"][1] == 1.0
+    assert columns["balanced_accuracy_std"][0] == 0.0 and 0 < columns["balanced_accuracy_std"][2] < 0.2
+    result = summary.summarize_probes(columns)
+    assert result["best_logistic"]["balanced_accuracy"] == 1.0 and result["best_logistic_z_vs_shuffled"] > 5
 
 
 def test_pooled_features_ignore_padding(model):
@@ -362,6 +375,8 @@ def test_attention_family_end_to_end(finished_run, test_preset):
 
     probe = read_columns(base / "probes.parquet", PROBE_SCHEMA)
     assert len(probe["depth"]) == (n_layer + 1) * 4
+    shuffled = probe["classifier"] == "shuffled_labels"
+    assert (probe["balanced_accuracy_std"][shuffled] > 0).all() and (probe["balanced_accuracy_std"][~shuffled] == 0).all()
     passages = read_columns(base / "passages.parquet", PASSAGE_SCHEMA)
     speakers = metrics["probes"]["speakers"]
     assert len(speakers) == settings["probe"]["speakers"]

@@ -126,18 +126,23 @@ def plot_probe_accuracy(columns: Mapping[str, np.ndarray], n_speakers: int, out:
     """Speaker-probe accuracy and balanced accuracy by depth, with chance. columns: the probe table."""
     classifier = np.asarray(columns["classifier"])
     styles = {"logistic": ("-o", "logistic regression"), "nearest_class_mean": ("-s", "nearest class mean"),
-              "shuffled_labels": (":^", "logistic, shuffled labels")}
+              "shuffled_labels": (":^", "logistic, shuffled labels (band: 2 std)")}
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharex=True)
     for ax, metric, title in ((axes[0], "accuracy", "accuracy (chance: majority speaker)"),
                               (axes[1], "balanced_accuracy", f"balanced accuracy (chance: 1/{n_speakers})")):
         for name, (style, label) in styles.items():
             sel = classifier == name
-            ax.plot(columns["depth"][sel], columns[metric][sel], style, label=label)
+            (line,) = ax.plot(columns["depth"][sel], columns[metric][sel], style, label=label)
+            spread = columns[f"{metric}_std"][sel]
+            if spread.any():  # the shuffled-label control: mean +- 2 std over the permutations
+                ax.fill_between(columns["depth"][sel], columns[metric][sel] - 2 * spread,
+                                columns[metric][sel] + 2 * spread, color=line.get_color(), alpha=0.15)
         sel = classifier == "chance"
         ax.plot(columns["depth"][sel], columns[metric][sel], color="grey", ls="--", label="chance")
         depth = np.unique(columns["depth"])
         ax.set_xticks(depth, depth_labels(len(depth)))
-        ax.set(xlabel="depth (residual stream after block)", ylabel=metric.replace("_", " "), title=title, ylim=(0, 1))
+        top = min(1.0, 1.3 * max(np.max(columns[metric] + 2 * columns[f"{metric}_std"]), 0.3))
+        ax.set(xlabel="depth (residual stream after block)", ylabel=metric.replace("_", " "), title=title, ylim=(0, top))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle("Who is speaking? Probes on the passage-averaged residual stream (trained on train text, "

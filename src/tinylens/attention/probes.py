@@ -120,16 +120,18 @@ CLASSIFIERS = ("logistic", "nearest_class_mean", "shuffled_labels")
 
 
 def probe_accuracies(train_x: np.ndarray, train_y: Sequence, test_x: np.ndarray, test_y: Sequence,
-                     c: float = 1.0, seed: int = 0, max_iter: int = 2000) -> dict[str, dict[str, float]]:
+                     c: float = 1.0, seed: int = 0, shuffles: int = 2, max_iter: int = 2000) -> dict[str, dict[str, float]]:
     """Score each classifier of :data:`CLASSIFIERS` on the test passages.
 
     ``logistic``: multinomial logistic regression (scikit-learn, inverse regularisation ``c``,
     classes weighted inversely to their training frequency, since the speakers' shares differ
     between the two texts); ``nearest_class_mean``: each class's mean training feature, Euclidean
-    distance; ``shuffled_labels``: the logistic probe trained on a permutation of the training
-    labels (a control that must stay at chance). All on features standardised with the training
-    passages' statistics. Returns ``{classifier: {"accuracy", "balanced_accuracy"}}`` and
-    ``"chance": {"accuracy": majority share of the test labels, "balanced_accuracy": 1 / classes}``.
+    distance; ``shuffled_labels``: the logistic probe trained on ``shuffles`` permutations of the
+    training labels (a control that stays near chance unless the evaluation leaks the label),
+    mean and standard deviation over the permutations. All on features standardised with the
+    training passages' statistics. Returns ``{classifier: {"accuracy", "balanced_accuracy",
+    "accuracy_std", "balanced_accuracy_std"}}`` (std 0 where nothing is random) and ``"chance"``:
+    accuracy = the majority share of the test labels, balanced accuracy = 1 / classes.
     """
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import accuracy_score, balanced_accuracy_score
@@ -145,23 +147,28 @@ def probe_accuracies(train_x: np.ndarray, train_y: Sequence, test_x: np.ndarray,
     def logistic():
         return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=max_iter, class_weight="balanced"))
 
-    fitted = {
-        "logistic": logistic().fit(train_x, train_y),
-        "nearest_class_mean": make_pipeline(StandardScaler(), NearestCentroid()).fit(train_x, train_y),
-        "shuffled_labels": logistic().fit(train_x, np.random.default_rng(seed).permutation(train_y)),
-    }
-    scores = {}
-    for name, model in fitted.items():
+    def score(model) -> tuple[float, float]:
         predicted = model.predict(test_x)
-        scores[name] = {"accuracy": float(accuracy_score(test_y, predicted)),
-                        "balanced_accuracy": float(balanced_accuracy_score(test_y, predicted))}
-    scores["chance"] = {"accuracy": majority_share(test_y), "balanced_accuracy": 1.0 / len(np.unique(train_y))}
-    return scores
+        return float(accuracy_score(test_y, predicted)), float(balanced_accuracy_score(test_y, predicted))
+
+    def entry(values: list[tuple[float, float]]) -> dict[str, float]:
+        acc, bal = np.array(values).T
+        return {"accuracy": float(acc.mean()), "balanced_accuracy": float(bal.mean()),
+                "accuracy_std": float(acc.std()), "balanced_accuracy_std": float(bal.std())}
+
+    rng = np.random.default_rng(seed)
+    return {
+        "logistic": entry([score(logistic().fit(train_x, train_y))]),
+        "nearest_class_mean": entry([score(make_pipeline(StandardScaler(), NearestCentroid()).fit(train_x, train_y))]),
+        "shuffled_labels": entry([score(logistic().fit(train_x, rng.permutation(train_y))) for _ in range(shuffles)]),
+        "chance": entry([(majority_share(test_y), 1.0 / len(np.unique(train_y)))]),
+    }
 
 
 PROBE_SCHEMA = Schema("attention probe", {
     "depth": pa.int32(), "classifier": pa.string(),  # CLASSIFIERS or "chance"
     "accuracy": pa.float64(), "balanced_accuracy": pa.float64(),
+    "accuracy_std": pa.float64(), "balanced_accuracy_std": pa.float64(),  # over label shuffles (0: deterministic)
 })
 PASSAGE_SCHEMA = Schema("speaker passage", {
     "split": pa.string(), "speaker": pa.string(), "text": pa.string(),
@@ -169,15 +176,16 @@ PASSAGE_SCHEMA = Schema("speaker passage", {
 
 
 def probe_by_depth(train_features: np.ndarray, train_y: Sequence, test_features: np.ndarray, test_y: Sequence,
-                   c: float = 1.0, seed: int = 0) -> dict[str, list]:
+                   c: float = 1.0, seed: int = 0, shuffles: int = 2) -> dict[str, list]:
     """:func:`probe_accuracies` at every depth of ``[depth n d_model]`` features: the columns of
     :data:`PROBE_SCHEMA`."""
     columns: dict[str, list] = {k: [] for k in PROBE_SCHEMA.columns}
     for depth in range(len(train_features)):
-        scores = probe_accuracies(train_features[depth], train_y, test_features[depth], test_y, c=c, seed=seed)
+        scores = probe_accuracies(train_features[depth], train_y, test_features[depth], test_y, c=c, seed=seed,
+                                  shuffles=shuffles)
         for name, values in scores.items():
             columns["depth"].append(depth)
             columns["classifier"].append(name)
-            columns["accuracy"].append(values["accuracy"])
-            columns["balanced_accuracy"].append(values["balanced_accuracy"])
+            for key, value in values.items():
+                columns[key].append(value)
     return columns

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from tinylens.attention.spectra import EIGEN_AGREEMENT
+
 #: What the sources say each measurement should show.
 SOURCE_CLAIMS = {
     "spectra": "001: attention matrices are row-stochastic and, being causal, lower triangular, so their "
@@ -52,6 +54,8 @@ def summarize_heads(columns: Mapping[str, np.ndarray], top: int = 3) -> dict:
             "above_diagonal_max": float(np.max(columns["above_diagonal_max"])),
             "eigen_gap_median": float(np.nanmedian(columns["eigen_gap_median"])),
             "eigen_gap_max": float(np.nanmax(columns["eigen_gap_max"])),
+            "eigen_agree_share": float(np.nanmean(columns["eigen_agree_share"])),
+            "eigen_agree_threshold": EIGEN_AGREEMENT,
             "pattern_vs_scores_max_error": float(np.max(columns["pattern_vs_scores_max_error"])),
         },
         "most_self_attention": [_head_row(columns, i) for i in order[:top]],
@@ -82,12 +86,17 @@ def summarize_probes(columns: Mapping[str, Sequence]) -> dict:
         row: dict = {"depth": int(d)}
         for name in np.unique(classifier):
             i = int(np.nonzero((depth == d) & (classifier == name))[0][0])
-            row[str(name)] = {"accuracy": float(columns["accuracy"][i]),
-                              "balanced_accuracy": float(columns["balanced_accuracy"][i])}
+            row[str(name)] = {k: float(columns[k][i]) for k in
+                              ("accuracy", "balanced_accuracy", "accuracy_std", "balanced_accuracy_std")}
         per_depth.append(row)
     best = max(per_depth, key=lambda r: r["logistic"]["balanced_accuracy"])
+    null = best["shuffled_labels"]
+    z = (best["logistic"]["balanced_accuracy"] - null["balanced_accuracy"]) / max(null["balanced_accuracy_std"], 1e-12)
     return {"per_depth": per_depth, "best_logistic_depth": best["depth"],
-            "best_logistic": best["logistic"], "chance": best["chance"]}
+            "best_logistic": best["logistic"], "chance": best["chance"], "shuffled_labels_at_best": null,
+            # how many shuffled-label standard deviations the best depth's probe sits above their mean
+            # (the best of several depths, so read it as an upper bound)
+            "best_logistic_z_vs_shuffled": z}
 
 
 def family_metrics(seed: int, spectra: Mapping, trajectories: Mapping, probes: Mapping) -> dict:
