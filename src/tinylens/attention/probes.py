@@ -144,8 +144,9 @@ def probe_accuracies(train_x: np.ndarray, train_y: Sequence, test_x: np.ndarray,
     if missing:
         raise ValueError(f"classes {missing} have test passages but no training passages")
 
-    def logistic():
-        return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=max_iter, class_weight="balanced"))
+    def logistic():  # newton-cg: the same L2-regularised multinomial optimum as lbfgs, in ~8 steps instead of ~100
+        return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=max_iter, class_weight="balanced",
+                                                                  solver="newton-cg"))
 
     def score(model) -> tuple[float, float]:
         predicted = model.predict(test_x)
