@@ -4,12 +4,8 @@
 ATTENTION = SETTINGS["attention"]
 
 
-def attention_out(path):
-    return results(f"attention/seed{{seed}}/{path}")
-
-
-def attention_original(path):
-    return results(f"attention/seed{ORIGINAL}/{path}")
+ATTENTION_DIR = results("attention/seed{seed}")  # one folder per seed; the target asks for the original
+ATTENTION_ORIGINAL = results(f"attention/seed{ORIGINAL}")
 
 
 MODEL_FILES = {
@@ -23,9 +19,9 @@ rule attention_spectra:
         **MODEL_FILES,
         val=rules.tokenize.output.val,
     output:
-        diagonal=attention_out("diagonal.parquet"),
-        absorption=attention_out("absorption.parquet"),
-        heads=attention_out("heads.parquet"),
+        diagonal=f"{ATTENTION_DIR}/diagonal.parquet",
+        absorption=f"{ATTENTION_DIR}/absorption.parquet",
+        heads=f"{ATTENTION_DIR}/heads.parquet",
     params:
         sequences=ATTENTION["sequences"],
         eigen_sample=ATTENTION["eigen_sample"],
@@ -49,8 +45,8 @@ rule train_tuned_lens:
         **MODEL_FILES,
         train=rules.tokenize.output.train,
     output:
-        lens=attention_out("tuned_lens.safetensors"),
-        history=attention_out("tuned_lens_training.csv"),
+        lens=f"{ATTENTION_DIR}/tuned_lens.safetensors",
+        history=f"{ATTENTION_DIR}/tuned_lens_training.csv",
     params:
         sequences=ATTENTION["lens_sequences"],
         settings=ATTENTION["tuned_lens"],
@@ -76,8 +72,8 @@ rule measure_trajectories:
         lens=rules.train_tuned_lens.output.lens,
         history=rules.train_tuned_lens.output.history,
     output:
-        table=attention_out("trajectories.parquet"),
-        summary=attention_out("trajectories.json"),
+        table=f"{ATTENTION_DIR}/trajectories.parquet",
+        summary=f"{ATTENTION_DIR}/trajectories.json",
     params:
         sequences=ATTENTION["sequences"],
         device=config["device"],
@@ -101,9 +97,9 @@ rule probe_speakers:
         train=rules.tokenize.output.train,
         val=rules.tokenize.output.val,
     output:
-        table=attention_out("probes.parquet"),
-        passages=attention_out("passages.parquet"),
-        summary=attention_out("probes.json"),
+        table=f"{ATTENTION_DIR}/probes.parquet",
+        passages=f"{ATTENTION_DIR}/passages.parquet",
+        summary=f"{ATTENTION_DIR}/probes.json",
     params:
         probe=ATTENTION["probe"],
         seed=ATTENTION["seed"],
@@ -123,9 +119,9 @@ rule probe_speakers:
 
 rule attention_summary:
     input:
-        heads=attention_original("heads.parquet"),
-        trajectories=attention_original("trajectories.json"),
-        probes=attention_original("probes.json"),
+        heads=f"{ATTENTION_ORIGINAL}/heads.parquet",
+        trajectories=f"{ATTENTION_ORIGINAL}/trajectories.json",
+        probes=f"{ATTENTION_ORIGINAL}/probes.json",
     output:
         summary=results("metrics/attention.json"),
     params:
@@ -141,7 +137,7 @@ rule attention_summary:
 
 rule plot_attention_diagonals:
     input:
-        table=attention_original("diagonal.parquet"),
+        table=f"{ATTENTION_ORIGINAL}/diagonal.parquet",
     output:
         figure=report(results("figures/attention_diagonals.png"), caption="../report/attention_diagonals.rst",
                       category="Attention dynamics"),
@@ -156,7 +152,7 @@ rule plot_attention_diagonals:
 
 rule plot_absorption:
     input:
-        table=attention_original("absorption.parquet"),
+        table=f"{ATTENTION_ORIGINAL}/absorption.parquet",
     output:
         figure=report(results("figures/attention_absorption.png"), caption="../report/attention_absorption.rst",
                       category="Attention dynamics"),
@@ -171,7 +167,7 @@ rule plot_absorption:
 
 rule plot_lens_curves:
     input:
-        summary=attention_original("trajectories.json"),
+        summary=f"{ATTENTION_ORIGINAL}/trajectories.json",
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
     output:
         figure=report(results("figures/lens_curves.png"), caption="../report/lens_curves.rst",
@@ -187,7 +183,7 @@ rule plot_lens_curves:
 
 rule plot_next_token_cosine:
     input:
-        table=attention_original("trajectories.parquet"),
+        table=f"{ATTENTION_ORIGINAL}/trajectories.parquet",
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
     output:
         figure=report(results("figures/next_token_cosine.png"), caption="../report/next_token_cosine.rst",
@@ -203,8 +199,8 @@ rule plot_next_token_cosine:
 
 rule plot_probe_accuracy:
     input:
-        table=attention_original("probes.parquet"),
-        summary=attention_original("probes.json"),
+        table=f"{ATTENTION_ORIGINAL}/probes.parquet",
+        summary=f"{ATTENTION_ORIGINAL}/probes.json",
     output:
         figure=report(results("figures/probe_accuracy.png"), caption="../report/probe_accuracy.rst",
                       category="Attention dynamics"),
