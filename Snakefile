@@ -25,6 +25,9 @@ include: "rules/activations.smk"
 include: "rules/search.smk"
 include: "rules/approx.smk"
 include: "rules/figures.smk"
+# --- circuits family ---
+include: "rules/circuits.smk"
+# --- end circuits family ---
 include: "rules/attention.smk"  # attention dynamics (method.md §10)
 
 
@@ -41,5 +44,6 @@ rule all:
         results("metrics/search_verification.json"),
         results("metrics/hellinger.json"),
         results("metrics/headline.json"),
+        CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
         ATTENTION_TARGETS,  # attention dynamics
     default_target: True

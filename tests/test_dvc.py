@@ -20,8 +20,14 @@ import pytest
 pytestmark = pytest.mark.workflow
 
 OUTS = ["data", "models", "samples", "strings", "activations", "search", "approx", "evaluation",
-        "case_studies", "figures", "metrics", "attention"]
+        "case_studies", "figures", "metrics",
+        "circuits",  # circuits family
+        "attention"]  # attention dynamics
 HEAVY = ("train_model", "dump_activations", "search_shard")
+CIRCUITS_PLOTS = {"plot_composition_heatmaps", "plot_composition_symmetry", "plot_composition_kendall_tau",
+                  "plot_composition_over_training", "plot_composition_across_seeds"}
+ATTENTION_PLOTS = {"plot_attention_diagonals", "plot_absorption", "plot_lens_curves", "plot_next_token_cosine",
+                   "plot_probe_accuracy"}
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -107,7 +113,8 @@ def test_local_remote_round_trip_regenerates_figures_without_heavy_jobs(origin, 
     ran = set(re.findall(r"^(\w+)\s+\d+$", (proc.stdout + proc.stderr).split("Job stats:")[1].split("\n\n")[0], re.M))
     ran -= {"job", "total", "all"}
     # only the figures are redrawn: one plotting rule per figure, nothing upstream of them
-    assert {"plot_loss_curves", "plot_hellinger_histogram", "plot_threshold_sweep", "plot_case_studies"} <= ran
+    assert {"plot_loss_curves", "plot_hellinger_histogram", "plot_threshold_sweep", "plot_case_studies",
+            *CIRCUITS_PLOTS, *ATTENTION_PLOTS} <= ran
     assert all(rule.startswith("plot_") for rule in ran) and len(ran) == len(figures), ran
     assert sorted((clone / "results/test/figures").glob("*.png")) == figures
     sh(sys.executable, "-m", "snakemake", "--report", "report.html", "--config", "preset=test", cwd=clone)
