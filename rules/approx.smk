@@ -20,6 +20,10 @@ rule tune_approximation:
         runtime=30,
     log:
         results("logs/tune_approximation_{mode}.log"),
+    benchmark:
+        results("benchmarks/tune_approximation_{mode}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/tune_approximation.py"
 
@@ -41,6 +45,10 @@ rule evaluate:
         original=ORIGINAL,
     log:
         results("logs/evaluate_{mode}.log"),
+    benchmark:
+        results("benchmarks/evaluate_{mode}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/evaluate.py"
 
@@ -64,6 +72,10 @@ rule case_studies:
         mem_mb=4000,
     log:
         results("logs/case_studies.log"),
+    benchmark:
+        results("benchmarks/case_studies.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/case_studies.py"
 
@@ -79,5 +91,7 @@ rule hellinger_summary:
         modes=MODES,
     log:
         results("logs/hellinger_summary.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/hellinger_summary.py"

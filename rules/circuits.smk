@@ -25,6 +25,8 @@ rule composition_scores:
         results("logs/composition_scores_seed{seed}.log"),
     benchmark:
         results("benchmarks/composition_scores_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/composition_scores.py"
 
@@ -50,6 +52,8 @@ rule symmetry_test:
         results("logs/symmetry_test.log"),
     benchmark:
         results("benchmarks/symmetry_test.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/symmetry_test.py"
 
@@ -70,6 +74,8 @@ rule circuits_summary:
         top_pairs=CIRCUITS["top_pairs"],
     log:
         results("logs/circuits_summary.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/circuits_summary.py"
 
@@ -78,13 +84,18 @@ rule plot_composition_heatmaps:
     input:
         scores=results(f"circuits/seed{ORIGINAL}/scores.parquet"),
     output:
-        figure=report(results("figures/composition_heatmaps.png"), caption="../report/composition_heatmaps.rst",
-                      category="Composition"),
+        figure=report(
+            results("figures/composition_heatmaps.png"),
+            caption="../report/composition_heatmaps.rst",
+            category="Composition",
+        ),
     params:
         n_layer=MODEL["n_layer"],
         n_head=MODEL["n_head"],
     log:
         results("logs/plot_composition_heatmaps.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_composition_heatmaps.py"
 
@@ -94,10 +105,15 @@ rule plot_composition_symmetry:
         table=rules.symmetry_test.output.table,
         metrics=rules.circuits_summary.output.metrics,
     output:
-        figure=report(results("figures/composition_symmetry.png"), caption="../report/composition_symmetry.rst",
-                      category="Composition"),
+        figure=report(
+            results("figures/composition_symmetry.png"),
+            caption="../report/composition_symmetry.rst",
+            category="Composition",
+        ),
     log:
         results("logs/plot_composition_symmetry.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_composition_symmetry.py"
 
@@ -106,10 +122,15 @@ rule plot_composition_kendall_tau:
     input:
         metrics=rules.circuits_summary.output.metrics,
     output:
-        figure=report(results("figures/composition_kendall_tau.png"),
-                      caption="../report/composition_kendall_tau.rst", category="Composition"),
+        figure=report(
+            results("figures/composition_kendall_tau.png"),
+            caption="../report/composition_kendall_tau.rst",
+            category="Composition",
+        ),
     log:
         results("logs/plot_composition_kendall_tau.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_composition_kendall_tau.py"
 
@@ -118,14 +139,19 @@ rule plot_composition_over_training:
     input:
         tables=expand(results("circuits/seed{seed}/over_training.parquet"), seed=SEEDS),
     output:
-        figure=report(results("figures/composition_over_training.png"),
-                      caption="../report/composition_over_training.rst", category="Composition"),
+        figure=report(
+            results("figures/composition_over_training.png"),
+            caption="../report/composition_over_training.rst",
+            category="Composition",
+        ),
     params:
         seeds=SEEDS,
         original=ORIGINAL,
         top_pairs=CIRCUITS["top_pairs"],
     log:
         results("logs/plot_composition_over_training.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_composition_over_training.py"
 
@@ -135,13 +161,18 @@ rule plot_composition_across_seeds:
         scores=expand(results("circuits/seed{seed}/scores.parquet"), seed=SEEDS),
         metrics=rules.circuits_summary.output.metrics,
     output:
-        figure=report(results("figures/composition_across_seeds.png"),
-                      caption="../report/composition_across_seeds.rst", category="Composition"),
+        figure=report(
+            results("figures/composition_across_seeds.png"),
+            caption="../report/composition_across_seeds.rst",
+            category="Composition",
+        ),
     params:
         original=ORIGINAL,
         n_layer=MODEL["n_layer"],
     log:
         results("logs/plot_composition_across_seeds.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_composition_across_seeds.py"
 

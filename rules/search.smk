@@ -24,6 +24,8 @@ rule search_shard:
         results("logs/search_{mode}_{scatteritem}.log"),
     benchmark:
         results("benchmarks/search_{mode}_{scatteritem}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/search_shard.py"
 
@@ -51,5 +53,9 @@ rule verify_search:
         mem_mb=8000,
     log:
         results("logs/verify_search.log"),
+    benchmark:
+        results("benchmarks/verify_search.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/verify_search.py"

@@ -17,5 +17,9 @@ rule build_strings:
         runtime=10,
     log:
         results("logs/build_strings.log"),
+    benchmark:
+        results("benchmarks/build_strings.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/build_strings.py"

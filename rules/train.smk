@@ -30,6 +30,8 @@ rule train_model:
         results("logs/train_seed{seed}.log"),
     benchmark:
         results("benchmarks/train_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/train_model.py"
 
@@ -43,5 +45,7 @@ rule training_summary:
         original=config["seeds"]["original"],
     log:
         results("logs/training_summary.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/training_summary.py"

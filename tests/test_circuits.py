@@ -8,12 +8,30 @@ import pytest
 import torch
 
 from tinylens.circuits.composition import (
-    BASES, KINDS, LAYERNORMS, SCORES_SCHEMA, ReadMap, basis_of, baselines, composition_scores, head_factors,
-    random_heads, score_table,
+    BASES,
+    KINDS,
+    LAYERNORMS,
+    SCORES_SCHEMA,
+    ReadMap,
+    baselines,
+    basis_of,
+    composition_scores,
+    head_factors,
+    random_heads,
+    score_table,
 )
 from tinylens.circuits.symmetry import (
-    fresh_copy, haar_orthogonal, make_transforms, orthogonal_fixing_ones, rank_changes, symmetry_test, token_windows,
-    transform_model, with_condition_number, with_layernorm_eps, without_layernorm,
+    fresh_copy,
+    haar_orthogonal,
+    make_transforms,
+    orthogonal_fixing_ones,
+    rank_changes,
+    symmetry_test,
+    token_windows,
+    transform_model,
+    with_condition_number,
+    with_layernorm_eps,
+    without_layernorm,
 )
 from tinylens.circuits.training import across_seeds, checkpoint_files, formation, top_pairs
 from tinylens.interventions import head_weights, run

@@ -109,7 +109,7 @@ def across_seeds(df: pl.DataFrame, original: int, n_layer: int, n: int) -> dict[
             maxima = {s: layer_pair_max(sel.filter(pl.col("seed") == s), n_layer)[iu] for s in seeds}
             labels = [f"{a}->{b}" for a, b in zip(*iu)]
 
-            def strongest(v):
+            def strongest(v, labels=labels):
                 return [labels[i] for i in np.argsort(-v, kind="stable")[:n]]
             entry = {"strongest_layer_pairs": {str(s): strongest(maxima[s]) for s in seeds}, "alternates": {}}
             for s in seeds[1:]:
