@@ -41,8 +41,6 @@ include: "rules/approx.smk"
 include: "rules/figures.smk"
 # --- circuits family ---
 include: "rules/circuits.smk"
-
-
 # --- end circuits family ---
 include: "rules/attention.smk"  # attention dynamics (method.md §10)
 

@@ -36,6 +36,8 @@ rule attention_spectra:
         results("logs/attention_spectra_seed{seed}.log"),
     benchmark:
         results("benchmarks/attention_spectra_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/measure_attention_spectra.py"
 
@@ -61,6 +63,8 @@ rule train_tuned_lens:
         results("logs/train_tuned_lens_seed{seed}.log"),
     benchmark:
         results("benchmarks/train_tuned_lens_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/train_tuned_lens.py"
 
@@ -86,6 +90,8 @@ rule measure_trajectories:
         results("logs/measure_trajectories_seed{seed}.log"),
     benchmark:
         results("benchmarks/measure_trajectories_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/measure_trajectories.py"
 
@@ -113,6 +119,8 @@ rule probe_speakers:
         results("logs/probe_speakers_seed{seed}.log"),
     benchmark:
         results("benchmarks/probe_speakers_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/probe_speakers.py"
 
@@ -131,6 +139,8 @@ rule attention_summary:
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/summarize_attention.py"
 
@@ -139,13 +149,18 @@ rule plot_attention_diagonals:
     input:
         table=f"{ATTENTION_ORIGINAL}/diagonal.parquet",
     output:
-        figure=report(results("figures/attention_diagonals.png"), caption="../report/attention_diagonals.rst",
-                      category="Attention dynamics"),
+        figure=report(
+            results("figures/attention_diagonals.png"),
+            caption="../report/attention_diagonals.rst",
+            category="Attention dynamics",
+        ),
     log:
         results("logs/plot_attention_diagonals.log"),
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_attention_diagonals.py"
 
@@ -154,13 +169,18 @@ rule plot_absorption:
     input:
         table=f"{ATTENTION_ORIGINAL}/absorption.parquet",
     output:
-        figure=report(results("figures/attention_absorption.png"), caption="../report/attention_absorption.rst",
-                      category="Attention dynamics"),
+        figure=report(
+            results("figures/attention_absorption.png"),
+            caption="../report/attention_absorption.rst",
+            category="Attention dynamics",
+        ),
     log:
         results("logs/plot_absorption.log"),
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_absorption.py"
 
@@ -170,13 +190,16 @@ rule plot_lens_curves:
         summary=f"{ATTENTION_ORIGINAL}/trajectories.json",
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
     output:
-        figure=report(results("figures/lens_curves.png"), caption="../report/lens_curves.rst",
-                      category="Attention dynamics"),
+        figure=report(
+            results("figures/lens_curves.png"), caption="../report/lens_curves.rst", category="Attention dynamics"
+        ),
     log:
         results("logs/plot_lens_curves.log"),
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_lens_curves.py"
 
@@ -186,13 +209,18 @@ rule plot_next_token_cosine:
         table=f"{ATTENTION_ORIGINAL}/trajectories.parquet",
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
     output:
-        figure=report(results("figures/next_token_cosine.png"), caption="../report/next_token_cosine.rst",
-                      category="Attention dynamics"),
+        figure=report(
+            results("figures/next_token_cosine.png"),
+            caption="../report/next_token_cosine.rst",
+            category="Attention dynamics",
+        ),
     log:
         results("logs/plot_next_token_cosine.log"),
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_next_token_cosine.py"
 
@@ -202,13 +230,18 @@ rule plot_probe_accuracy:
         table=f"{ATTENTION_ORIGINAL}/probes.parquet",
         summary=f"{ATTENTION_ORIGINAL}/probes.json",
     output:
-        figure=report(results("figures/probe_accuracy.png"), caption="../report/probe_accuracy.rst",
-                      category="Attention dynamics"),
+        figure=report(
+            results("figures/probe_accuracy.png"),
+            caption="../report/probe_accuracy.rst",
+            category="Attention dynamics",
+        ),
     log:
         results("logs/plot_probe_accuracy.log"),
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_probe_accuracy.py"
 
