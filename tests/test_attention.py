@@ -346,7 +346,8 @@ def test_attention_family_end_to_end(finished_run, test_preset):
     metrics = json.loads((finished_run / "metrics/attention.json").read_text())
     checks = metrics["spectra"]["checks"]
     assert checks["row_sum_max_error"] < 1e-5 and checks["above_diagonal_max"] == 0.0
-    assert checks["pattern_vs_scores_max_error"] < 1e-5 and checks["eigen_gap_median"] < 1e-4
+    # eigenvalues of nearly defective matrices are ill-conditioned (spectra.eigenvalue_diagonal_gap): the median only
+    assert checks["pattern_vs_scores_max_error"] < 1e-5 and checks["eigen_gap_median"] < 1e-2
     heads = read_columns(base / "heads.parquet", spectra.HEAD_SCHEMA)
     assert len(heads["block"]) == n_layer * n_head
     assert metrics["spectra"]["most_self_attention"][0]["diag_mean"] == pytest.approx(heads["diag_mean"].max())
