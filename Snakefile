@@ -42,6 +42,9 @@ include: "rules/figures.smk"
 # --- circuits family ---
 include: "rules/circuits.smk"
 # --- end circuits family ---
+# --- superposition family ---
+include: "rules/superposition.smk"
+# --- end superposition family ---
 include: "rules/attention.smk"  # attention dynamics (method.md §10)
 
 
@@ -59,5 +62,6 @@ rule all:
         results("metrics/hellinger.json"),
         results("metrics/headline.json"),
         CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
+        SUPERPOSITION_TARGETS,  # superposition family (rules/superposition.smk)
         ATTENTION_TARGETS,  # attention dynamics
     default_target: True

@@ -165,7 +165,7 @@ rule plot_attention_diagonals:
         "../scripts/plot_attention_diagonals.py"
 
 
-rule plot_absorption:
+rule plot_attention_absorption:
     input:
         table=f"{ATTENTION_ORIGINAL}/absorption.parquet",
     output:
@@ -175,14 +175,14 @@ rule plot_absorption:
             category="Attention dynamics",
         ),
     log:
-        results("logs/plot_absorption.log"),
+        results("logs/plot_attention_absorption.log"),
     resources:
         mem_mb=1000,
         runtime=5,
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/plot_absorption.py"
+        "../scripts/plot_attention_absorption.py"
 
 
 rule plot_lens_curves:

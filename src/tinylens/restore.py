@@ -25,7 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 #: Jobs a restore must make unnecessary: they train, dump or search.
-HEAVY_RULES = ("train_model", "dump_activations", "search_shard")
+HEAVY_RULES = ("train_model", "dump_activations", "search_shard",
+               # superposition family: the toy-model sweeps
+               "superposition_uniform", "superposition_nonuniform", "superposition_dimensionality",
+               "superposition_phase_diagram")
 
 
 class RestoreError(RuntimeError):

@@ -41,7 +41,7 @@ def plot_attention_diagonals(columns: Mapping[str, np.ndarray], out: str | Path)
     save_figure(fig, out)
 
 
-def plot_absorption(columns: Mapping[str, np.ndarray], out: str | Path) -> None:
+def plot_attention_absorption(columns: Mapping[str, np.ndarray], out: str | Path) -> None:
     """Mass the backward walk S^k puts on position 0 against k, one panel per block, one line per head.
 
     columns: the absorption table (block, head, steps, mass_mean, mass_from_last).
