@@ -27,8 +27,9 @@ d_model 384): ours is timed on a slice whose 64-dim activations are mapped to
 cost of d=384. Time is projected from the slice's pairs/s; memory from the
 array sizes in ``search_block``, checked against the slice's measured peak.
 
-    python benchmarks/search.py                                   # 200,000 strings, 200 prompts, 6 blocks
-    python benchmarks/search.py --strings 100000 --blocks 0 5 --json out.json
+    python benchmarks/search.py --model results/small/models/seed1337 --corpus /path/to/input.txt
+                                            # 200,000 strings, 200 prompts, 6 blocks
+    python benchmarks/search.py --model ... --corpus ... --strings 100000 --blocks 0 5 --json out.json
 """
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ import json
 import multiprocessing
 import os
 import platform
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import numba
 import numpy as np
 import torch
 
@@ -53,8 +56,6 @@ from tinylens.search import CountsCSR, search_block, threshold_edges
 from tinylens.strings import build_strings
 from tinylens.weights import load_model
 
-MODEL = Path("/tmp/fresh/tinylens/results/small/models/seed1337")
-CORPUS = Path("/work/shared/data/tinyshakespeare/input.txt")
 KIND = "ffwd_out"
 EDGES = threshold_edges(0.70, 0.01, 30)
 PAPER = {"prompts": 20_000, "strings": 858_923, "blocks": 6, "d_model": 384}
@@ -189,6 +190,7 @@ def run_method(method: str, data: str, blocks: list[int], threads: int, prompt_r
     loaded first, then the peak RSS is reset and only the search is timed and measured.
     """
     torch.set_num_threads(threads)
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # the caller sets the kernel's threads
     counts = np.load(Path(data) / "counts.npy")
     q = orthonormal_columns(project_to, d_model, seed) if project_to else None
     t = time.perf_counter()
@@ -244,10 +246,11 @@ def main() -> None:
     parser.add_argument("--slice-prompts", type=int, default=256,
                         help="prompts of the d=384 projection slice (256 = one full prompt chunk)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--model", type=Path, default=MODEL)
-    parser.add_argument("--corpus", type=Path, default=CORPUS)
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/tinylens-bench-search"),
-                        help="activation dumps, reused across runs")
+    parser.add_argument("--model", type=Path, required=True,
+                        help="a trained model's folder, e.g. results/small/models/seed1337")
+    parser.add_argument("--corpus", type=Path, required=True, help="TinyShakespeare's input.txt")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "tinylens-bench-search",
+                        help="activation dumps, reused across runs (default: %(default)s)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 

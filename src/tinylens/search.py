@@ -26,6 +26,7 @@ import pyarrow as pa
 import torch
 from tqdm.auto import tqdm
 
+from tinylens.measures import cosine, cosine_matrix
 from tinylens.tables import Schema
 
 
@@ -87,10 +88,9 @@ def _unit_float32(x: np.ndarray, chunk: int = 65536) -> tuple[np.ndarray, np.nda
 def exact_cosines(prompts: np.ndarray, p_norms: np.ndarray, strings: np.ndarray, s_norms: np.ndarray,
                   pi: np.ndarray, si: np.ndarray) -> np.ndarray:
     """float64 ``(p . s) / (|p| |s|)`` for the pairs (pi, si); 0 where a vector is zero."""
-    dots = np.einsum("ij,ij->i", prompts[pi].astype(np.float64), strings[si].astype(np.float64))
-    denom = p_norms[pi] * s_norms[si]
+    # tinylens.measures.cosine, the one definition (the norms are recomputed from the same rows).
     # Clipped: a vector's cosine with itself is 1 up to an ulp either way, and must land in one bin.
-    return np.clip(np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0), -1.0, 1.0)
+    return np.clip(cosine(prompts[pi], strings[si]), -1.0, 1.0)
 
 
 def _bins(cos: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -145,7 +145,8 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
     """Binned matches of every prompt against every string, for one block.
 
     prompts: [n_prompts d_model], strings: [n_strings d_model] (float32 activations);
-    ``edges`` must be a uniform grid (:func:`threshold_edges`).
+    ``edges`` must be a uniform grid (:func:`threshold_edges`). Threads: torch's (the matmul) and numba's
+    (the binning pass) as the caller set them (``torch.set_num_threads``, ``numba.set_num_threads``).
     Returns ``(bin_matches [n_prompts n_bins], bin_counts [n_prompts n_bins vocab])``, int64.
     """
     n_p, n_s, n_bins, vocab = len(prompts), len(strings), len(edges), counts.vocab_size
@@ -160,7 +161,6 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
         # NaN compares false with any edge: strings outside the set never pass the screen.
         s_unit[~np.asarray(members, dtype=bool)] = np.nan
     s_unit_t = torch.from_numpy(s_unit)
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
     matches = np.zeros((n_p, n_bins), dtype=np.int64)
     summed = np.zeros((n_p, n_bins, vocab), dtype=np.int64)
     border_cols = np.empty((min(prompt_chunk, n_p), min(string_chunk, n_s)), dtype=np.int64)
@@ -187,16 +187,13 @@ def search_block_bruteforce(prompts: np.ndarray, strings: np.ndarray, counts: np
 
     Memory is O(n_prompts x n_strings): for tests, verification samples and small slices.
     """
-    p, s = prompts.astype(np.float64), strings.astype(np.float64)
-    pn, sn = np.linalg.norm(p, axis=1), np.linalg.norm(s, axis=1)
-    denom = np.outer(pn, sn)
-    cos = np.clip(np.divide(p @ s.T, denom, out=np.zeros_like(denom), where=denom > 0), -1.0, 1.0)
+    cos = np.clip(cosine_matrix(prompts, strings), -1.0, 1.0)  # tinylens.measures: the one definition
     k = _bins(cos, np.asarray(edges, dtype=np.float64))  # [prompts strings]
     if members is not None:
         k[:, ~members] = -1
     counts64 = np.asarray(counts, dtype=np.float64)  # integer sums below 2**53 are exact
-    matches = np.zeros((len(p), len(edges)), dtype=np.int64)
-    summed = np.zeros((len(p), len(edges), counts64.shape[1]), dtype=np.int64)
+    matches = np.zeros((len(prompts), len(edges)), dtype=np.int64)
+    summed = np.zeros((len(prompts), len(edges), counts64.shape[1]), dtype=np.int64)
     for b in range(len(edges)):  # one bin at a time keeps memory at one [prompts strings] matrix
         in_bin = (k == b).astype(np.float64)
         matches[:, b] = in_bin.sum(axis=1)
