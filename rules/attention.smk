@@ -1,6 +1,9 @@
 # Attention as a dynamical system (method.md §10): attention spectra, depth-wise trajectories
 # through the logit and tuned lenses, speaker probes. Heavy rules are one job per seed
 # ({seed} wildcard); the target runs the original seed only, as the analysis asks.
+import json
+from pathlib import Path
+
 ATTENTION = SETTINGS["attention"]
 
 
@@ -11,6 +14,30 @@ ATTENTION_ORIGINAL = results(f"attention/seed{ORIGINAL}")
 MODEL_FILES = {
     "weights": results("models/seed{seed}/model.safetensors"),
     "model_config": results("models/seed{seed}/config.json"),
+}
+
+
+# --- resources: each job's arrays grow with the preset's sizes (model width, context, windows, vocabulary);
+# base MB (Python, torch, the model) plus MB per array copy, fitted to the test and small presets' peaks
+# with a quarter or more to spare (docs/benchmarks.md) ---
+_A_MODEL = SETTINGS["model"]
+_A_DEPTHS, _A_T = _A_MODEL["n_layer"] + 1, _A_MODEL["block_size"]
+# one batch of 16 windows' attention patterns in float64, every block and head
+_A_PATTERNS = (_A_MODEL["n_layer"] * 16 * _A_MODEL["n_head"] * _A_T**2 * 8) / 2**20
+# the tuned lens's training positions: residual streams at every depth, float32 (held twice while gathered)
+_A_LENS = (_A_DEPTHS * ATTENTION["lens_sequences"] * _A_T * _A_MODEL["n_embed"] * 4) / 2**20
+# per vocabulary entry: the validation positions' lens distributions at every depth, float64
+_A_TRAJ = (_A_DEPTHS * ATTENTION["sequences"] * _A_T * 8) / 2**20
+# one batch of 256 passages' residual streams at every depth, float32, and one block's attention
+_A_PROBE = (256 * _A_T * (_A_DEPTHS * _A_MODEL["n_embed"] + _A_MODEL["n_head"] * _A_T) * 4) / 2**20
+ATTENTION_MEM = {
+    "spectra": int(450 + 16 * _A_PATTERNS),
+    "tuned_lens": int(550 + 4 * _A_LENS),
+    # the vocabulary from the model's config, known once the model is trained
+    "trajectories": lambda wildcards, input: int(
+        450 + 24 * _A_TRAJ * json.loads(Path(input.model_config).read_text())["vocab_size"]
+    ),
+    "probes": int(450 + 4 * _A_PROBE),
 }
 
 
@@ -29,7 +56,7 @@ rule attention_spectra:
         device=config["device"],
     threads: 1
     resources:
-        mem_mb=4000,
+        mem_mb=ATTENTION_MEM["spectra"],
         runtime=20,
         gpu=TRAIN["resources"]["gpu"],
     log:
@@ -56,7 +83,7 @@ rule train_tuned_lens:
         device=config["device"],
     threads: 1
     resources:
-        mem_mb=4000,
+        mem_mb=ATTENTION_MEM["tuned_lens"],
         runtime=20,
         gpu=TRAIN["resources"]["gpu"],
     log:
@@ -83,7 +110,7 @@ rule measure_trajectories:
         device=config["device"],
     threads: 1
     resources:
-        mem_mb=4000,
+        mem_mb=ATTENTION_MEM["trajectories"],
         runtime=20,
         gpu=TRAIN["resources"]["gpu"],
     log:
@@ -112,7 +139,7 @@ rule probe_speakers:
         device=config["device"],
     threads: 1
     resources:
-        mem_mb=4000,
+        mem_mb=ATTENTION_MEM["probes"],
         runtime=20,
         gpu=TRAIN["resources"]["gpu"],
     log:
@@ -136,8 +163,10 @@ rule attention_summary:
         seed=ORIGINAL,
     log:
         results("logs/attention_summary.log"),
+    benchmark:
+        results("benchmarks/attention_summary.tsv")
     resources:
-        mem_mb=1000,
+        mem_mb=300,
         runtime=5,
     conda:
         "../envs/tinylens.yaml"
@@ -156,8 +185,10 @@ rule plot_attention_diagonals:
         ),
     log:
         results("logs/plot_attention_diagonals.log"),
+    benchmark:
+        results("benchmarks/plot_attention_diagonals.tsv")
     resources:
-        mem_mb=1000,
+        mem_mb=400,
         runtime=5,
     conda:
         "../envs/tinylens.yaml"
@@ -176,8 +207,10 @@ rule plot_attention_absorption:
         ),
     log:
         results("logs/plot_attention_absorption.log"),
+    benchmark:
+        results("benchmarks/plot_attention_absorption.tsv")
     resources:
-        mem_mb=1000,
+        mem_mb=400,
         runtime=5,
     conda:
         "../envs/tinylens.yaml"
@@ -188,15 +221,16 @@ rule plot_attention_absorption:
 rule plot_lens_curves:
     input:
         summary=f"{ATTENTION_ORIGINAL}/trajectories.json",
-        model_config=results(f"models/seed{ORIGINAL}/config.json"),
     output:
         figure=report(
             results("figures/lens_curves.png"), caption="../report/lens_curves.rst", category="Attention dynamics"
         ),
     log:
         results("logs/plot_lens_curves.log"),
+    benchmark:
+        results("benchmarks/plot_lens_curves.tsv")
     resources:
-        mem_mb=1000,
+        mem_mb=400,
         runtime=5,
     conda:
         "../envs/tinylens.yaml"
@@ -207,7 +241,7 @@ rule plot_lens_curves:
 rule plot_next_token_cosine:
     input:
         table=f"{ATTENTION_ORIGINAL}/trajectories.parquet",
-        model_config=results(f"models/seed{ORIGINAL}/config.json"),
+        summary=f"{ATTENTION_ORIGINAL}/trajectories.json",
     output:
         figure=report(
             results("figures/next_token_cosine.png"),
@@ -216,8 +250,10 @@ rule plot_next_token_cosine:
         ),
     log:
         results("logs/plot_next_token_cosine.log"),
+    benchmark:
+        results("benchmarks/plot_next_token_cosine.tsv")
     resources:
-        mem_mb=1000,
+        mem_mb=400,
         runtime=5,
     conda:
         "../envs/tinylens.yaml"
@@ -237,8 +273,10 @@ rule plot_probe_accuracy:
         ),
     log:
         results("logs/plot_probe_accuracy.log"),
+    benchmark:
+        results("benchmarks/plot_probe_accuracy.tsv")
     resources:
-        mem_mb=1000,
+        mem_mb=400,
         runtime=5,
     conda:
         "../envs/tinylens.yaml"

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import torch
 
-from tinylens.attention.spectra import ABSORPTION_SCHEMA, DIAGONAL_SCHEMA, HEAD_SCHEMA, measure_heads
+from tinylens.attention.schemas import ABSORPTION_SCHEMA, DIAGONAL_SCHEMA, HEAD_SCHEMA
+from tinylens.attention.spectra import measure_heads
 from tinylens.attention.trajectories import evenly_spaced_windows
 from tinylens.corpus import load_ids
 from tinylens.logs import log_to

@@ -5,12 +5,8 @@ from pathlib import Path
 import torch
 
 from tinylens.atomic import write_json
-from tinylens.attention.trajectories import (
-    TRAJECTORY_SCHEMA,
-    depth_summary,
-    evenly_spaced_windows,
-    measure_trajectories,
-)
+from tinylens.attention.schemas import TRAJECTORY_SCHEMA
+from tinylens.attention.trajectories import depth_summary, evenly_spaced_windows, measure_trajectories
 from tinylens.attention.tuned_lens import load_lens, read_history, training_endpoints
 from tinylens.corpus import load_ids
 from tinylens.logs import log_to

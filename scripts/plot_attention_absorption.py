@@ -1,7 +1,7 @@
 """Figure: absorption of the backward attention walk at position 0, per head (rule plot_attention_absorption)."""
 
 from tinylens.attention.plots import plot_attention_absorption
-from tinylens.attention.spectra import ABSORPTION_SCHEMA
+from tinylens.attention.schemas import ABSORPTION_SCHEMA
 from tinylens.logs import log_to
 from tinylens.tables import read_columns
 

@@ -1,7 +1,7 @@
 """Figure: each head's self-attention weights, the eigenvalues of its causal attention matrix (rule plot_attention_diagonals)."""
 
 from tinylens.attention.plots import plot_attention_diagonals
-from tinylens.attention.spectra import DIAGONAL_SCHEMA
+from tinylens.attention.schemas import DIAGONAL_SCHEMA
 from tinylens.logs import log_to
 from tinylens.tables import read_columns
 

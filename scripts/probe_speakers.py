@@ -6,14 +6,8 @@ from pathlib import Path
 import torch
 
 from tinylens.atomic import write_json
-from tinylens.attention.probes import (
-    PASSAGE_SCHEMA,
-    PROBE_SCHEMA,
-    choose_speakers,
-    passages,
-    pooled_features,
-    probe_by_depth,
-)
+from tinylens.attention.probes import choose_speakers, passages, pooled_features, probe_by_depth
+from tinylens.attention.schemas import PASSAGE_SCHEMA, PROBE_SCHEMA
 from tinylens.attention.summary import summarize_probes
 from tinylens.corpus import CharTokenizer, load_ids
 from tinylens.logs import log_to

@@ -8,8 +8,17 @@ import pytest
 import torch
 
 from tinylens import measures
-from tinylens.attention import probes, spectra, summary, trajectories
-from tinylens.attention.tuned_lens import LensTraining, TunedLens, load_lens, save_lens, train_tuned_lens
+from tinylens.attention import plots, probes, schemas, spectra, summary, trajectories
+from tinylens.attention.tuned_lens import (
+    LensTraining,
+    TunedLens,
+    load_lens,
+    read_history,
+    save_lens,
+    train_tuned_lens,
+    training_endpoints,
+    write_history,
+)
 from tinylens.interventions import run
 from tinylens.model import ModelConfig, Transformer
 
@@ -231,12 +240,23 @@ def test_tuned_lens_training_lowers_kl_and_round_trips(model, tmp_path):
     save_lens(tmp_path / "lens.safetensors", lens)
     back = load_lens(tmp_path / "lens.safetensors")
     assert torch.equal(back.A, lens.A.detach()) and torch.equal(back.b, lens.b.detach())
+    write_history(tmp_path / "history.csv", history)
+    assert read_history(tmp_path / "history.csv") == history
+    ends = training_endpoints(history, window=10)
+    assert all(last < first for first, last in zip(ends["first_steps_kl"], ends["last_steps_kl"]))
+
+
+def test_a_lens_history_with_other_columns_is_refused_by_name(tmp_path):
+    path = tmp_path / "history.csv"
+    path.write_text("step,depth,kl\n0,0,1.5\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"history\.csv is not a tinylens tuned-lens training curve table"):
+        read_history(path)
 
 
 def test_measure_trajectories_columns(model):
     windows = torch.randint(0, 11, (2, 13), generator=torch.Generator().manual_seed(5))
     cols = trajectories.measure_trajectories(model, windows, TunedLens(3, 16))
-    assert set(cols) == set(trajectories.TRAJECTORY_SCHEMA.columns)
+    assert set(cols) == set(schemas.TRAJECTORY_SCHEMA.columns)
     assert len(cols["depth"]) == 4 * 2 * 12
     np.testing.assert_array_equal(cols["logit_rank"], cols["tuned_rank"])  # an untrained lens is the logit lens
     last = cols["depth"] == 3
@@ -312,7 +332,7 @@ def test_probes_on_shuffled_labels_stay_at_chance():
     noise = probes.probe_accuracies(rng.normal(size=(400, 8)), train_y, rng.normal(size=(2000, 8)), test_y)
     assert abs(noise["shuffled_labels"]["balanced_accuracy"] - 0.25) < 0.05
     columns = probes.probe_by_depth(np.stack([train_x] * 2), train_y, np.stack([test_x] * 2), test_y, shuffles=5)
-    assert set(columns) == set(probes.PROBE_SCHEMA.columns)
+    assert set(columns) == set(schemas.PROBE_SCHEMA.columns)
     assert columns["depth"] == [0] * 4 + [1] * 4
     assert columns["classifier"][:4] == [*probes.CLASSIFIERS, "chance"]
     assert columns["accuracy"][0] == columns["accuracy"][1] == 1.0
@@ -331,12 +351,56 @@ def test_pooled_features_ignore_padding(model):
         np.testing.assert_allclose(together[:, i], alone.numpy(), atol=1e-5)
 
 
+# --- figures: what is drawn is the data given ----------------------------------------------------
+
+
+def test_diagonal_figure_has_one_box_per_head_at_the_given_weights():
+    rng = np.random.default_rng(0)
+    b, h, s, p = np.meshgrid(np.arange(2), np.arange(3), np.arange(4), np.arange(10), indexing="ij")
+    weight = rng.uniform(size=b.shape)
+    weight[p == 0] = 1.0
+    cols = {"block": b.ravel(), "head": h.ravel(), "sequence": s.ravel(), "position": p.ravel(), "weight": weight.ravel()}
+    (ax,) = plots.make_attention_diagonals(cols).axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1.1", "1.2", "1.3", "2.1", "2.2", "2.3"]
+    means = ax.get_lines()[-1].get_ydata()  # the dots: means over positions >= 1
+    np.testing.assert_allclose(means, weight[..., 1:].reshape(6, -1).mean(-1))
+
+
+def test_lens_figure_draws_both_lenses_per_panel():
+    rows = [{"depth": d, **{f"{lens}_{k}": v + (d if lens == "logit" else -d)
+                            for lens in ("logit", "tuned") for k, v in
+                            (("rank_mean", 10.0), ("prob_mean", 0.2), ("kl_mean", 1.0), ("entropy_mean", 2.0))}}
+            for d in range(4)]
+    fig = plots.make_lens_curves(rows, vocab_size=65)
+    assert len(fig.axes) == 4
+    for ax, key in zip(fig.axes, ("rank_mean", "prob_mean", "kl_mean", "entropy_mean")):
+        logit, tuned = ax.get_lines()[:2]
+        np.testing.assert_allclose(logit.get_ydata(), [r[f"logit_{key}"] for r in rows])
+        np.testing.assert_allclose(tuned.get_ydata(), [r[f"tuned_{key}"] for r in rows])
+    assert fig.axes[0].get_lines()[2].get_ydata()[0] == 33  # chance rank among 65
+    assert [t.get_text() for t in fig.axes[2].get_xticklabels()] == ["emb", "1", "2", "3"]
+
+
+def test_probe_figure_draws_each_classifier_and_chance():
+    rng = np.random.default_rng(1)
+    columns = probes.probe_by_depth(rng.normal(size=(3, 60, 4)), rng.choice(["a", "b"], 60),
+                                    rng.normal(size=(3, 40, 4)), rng.choice(["a", "b"], 40), shuffles=3)
+    columns = {k: np.asarray(v) for k, v in columns.items()}
+    fig = plots.make_probe_accuracy(columns, n_speakers=2)
+    for ax, metric in zip(fig.axes, ("accuracy", "balanced_accuracy")):
+        lines = ax.get_lines()
+        assert [ln.get_label() for ln in lines][-1] == "chance"
+        for line, name in zip(lines, (*probes.CLASSIFIERS, "chance")):
+            np.testing.assert_allclose(line.get_ydata(), columns[metric][columns["classifier"] == name])
+    assert fig.axes[1].get_title() == "balanced accuracy (chance: 1/2)"
+
+
 # --- the family end to end on the test preset -----------------------------------------------------
 
 
 @pytest.mark.workflow
 def test_attention_family_end_to_end(finished_run, test_preset):
-    from tinylens.attention.probes import PASSAGE_SCHEMA, PROBE_SCHEMA
+    from tinylens.attention.schemas import PASSAGE_SCHEMA, PROBE_SCHEMA
     from tinylens.tables import read_columns
     from tinylens.weights import load_model
 
@@ -348,11 +412,11 @@ def test_attention_family_end_to_end(finished_run, test_preset):
     assert checks["row_sum_max_error"] < 1e-5 and checks["above_diagonal_max"] == 0.0
     # eigenvalues of nearly defective matrices are ill-conditioned (spectra.eigenvalue_diagonal_gap): the median only
     assert checks["pattern_vs_scores_max_error"] < 1e-5 and checks["eigen_gap_median"] < 1e-2
-    heads = read_columns(base / "heads.parquet", spectra.HEAD_SCHEMA)
+    heads = read_columns(base / "heads.parquet", schemas.HEAD_SCHEMA)
     assert len(heads["block"]) == n_layer * n_head
     assert metrics["spectra"]["most_self_attention"][0]["diag_mean"] == pytest.approx(heads["diag_mean"].max())
     assert metrics["spectra"]["least_self_attention"][0]["diag_mean"] == pytest.approx(heads["diag_mean"].min())
-    absorbed = read_columns(base / "absorption.parquet", spectra.ABSORPTION_SCHEMA)
+    absorbed = read_columns(base / "absorption.parquet", schemas.ABSORPTION_SCHEMA)
     assert sorted(set(absorbed["steps"].tolist())) == spectra.walk_steps(settings["walk_doublings"])
 
     per_depth = metrics["trajectories"]["per_depth"]
@@ -361,7 +425,7 @@ def test_attention_family_end_to_end(finished_run, test_preset):
     assert per_depth[0]["logit_kl_mean"] > per_depth[-2]["logit_kl_mean"]
     # trained on training text, the tuned lens is closer to the final distribution on validation text
     assert np.mean([r["tuned_kl_mean"] for r in per_depth[:-1]]) < np.mean([r["logit_kl_mean"] for r in per_depth[:-1]])
-    table = read_columns(base / "trajectories.parquet", trajectories.TRAJECTORY_SCHEMA)
+    table = read_columns(base / "trajectories.parquet", schemas.TRAJECTORY_SCHEMA)
     assert len(table["depth"]) == (n_layer + 1) * settings["sequences"] * test_preset["model"]["block_size"]
 
     # the last depth's probability of the next token is the model's own, recomputed here
@@ -391,3 +455,13 @@ def test_attention_family_end_to_end(finished_run, test_preset):
     for name in ("attention_diagonals", "attention_absorption", "lens_curves", "next_token_cosine", "probe_accuracy"):
         image = mpimg.imread(finished_run / f"figures/{name}.png")
         assert image.shape[0] > 300 and image.shape[1] > 500
+
+
+def test_figures_and_summaries_read_the_tables_without_loading_torch():
+    """The light jobs (summary, five figures) start in about a second, not the two torch takes."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import tinylens.attention.plots, tinylens.attention.schemas, tinylens.attention.summary; "
+            "sys.exit('torch' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

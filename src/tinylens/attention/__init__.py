@@ -11,6 +11,8 @@ Topic modules, plain functions on tensors and arrays:
 ``tuned_lens``    one affine translator per depth in front of ``ln_f`` + ``lm_head``.
 ``probes``        speaker passages of the play, depth-wise pooled features, a logistic-regression
                   probe and a nearest-class-mean classifier (the attractor reading).
+``schemas``       the family's table schemas (torch-free, for summaries and figures).
+``summary``       the headline numbers of metrics/attention.json, with the sources' claims.
 ``plots``         the family's figures.
 
 Depth ``d`` indexes the residual stream: 0 is the embedding output (the input of block 1),

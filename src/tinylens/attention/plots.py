@@ -1,4 +1,6 @@
-"""The attention-dynamics figures, one function each; every one writes a PNG atomically."""
+"""The attention-dynamics figures: ``make_<figure>`` builds one from plain data and returns the
+:class:`~matplotlib.figure.Figure` (tests read what is drawn), ``plot_<figure>`` also writes it as a
+PNG, atomically (as :mod:`tinylens.plots`)."""
 
 from __future__ import annotations
 
@@ -6,8 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
 
-from tinylens.plots import plt, save_figure
+from tinylens.plots import save_figure
 
 
 def depth_labels(n_depths: int) -> list[str]:
@@ -15,7 +18,7 @@ def depth_labels(n_depths: int) -> list[str]:
     return ["emb", *(str(d) for d in range(1, n_depths))]
 
 
-def plot_attention_diagonals(columns: Mapping[str, np.ndarray], out: str | Path) -> None:
+def make_attention_diagonals(columns: Mapping[str, np.ndarray]) -> Figure:
     """Box plot per head of the self-attention weight S_ii over positions i >= 1 and sequences.
 
     columns: the diagonal table (block, head, position, weight).
@@ -24,9 +27,10 @@ def plot_attention_diagonals(columns: Mapping[str, np.ndarray], out: str | Path)
     block, head, weight = columns["block"][keep], columns["head"][keep], columns["weight"][keep]
     pairs = sorted(set(zip(block.tolist(), head.tolist())))
     data = [weight[(block == b) & (head == h)] for b, h in pairs]
-    fig, ax = plt.subplots(figsize=(max(7, 0.38 * len(pairs) + 2), 4.5))
-    parts = ax.boxplot(data, positions=np.arange(len(pairs)), widths=0.6, showfliers=False, patch_artist=True,
-                       medianprops={"color": "black"})
+    fig = Figure(figsize=(max(7, 0.38 * len(pairs) + 2), 4.5))
+    ax = fig.subplots()
+    parts = ax.boxplot(data, positions=np.arange(len(pairs)), widths=0.6, whis=(5, 95), showfliers=False,
+                       patch_artist=True, medianprops={"color": "black"})
     for patch, (b, _) in zip(parts["boxes"], pairs):
         patch.set_facecolor(f"C{b % 10}")
         patch.set_alpha(0.6)
@@ -38,10 +42,14 @@ def plot_attention_diagonals(columns: Mapping[str, np.ndarray], out: str | Path)
         patch.set_alpha(0.7)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3, axis="y")
-    save_figure(fig, out)
+    return fig
 
 
-def plot_attention_absorption(columns: Mapping[str, np.ndarray], out: str | Path) -> None:
+def plot_attention_diagonals(columns: Mapping[str, np.ndarray], out: str | Path) -> None:
+    save_figure(make_attention_diagonals(columns), out)
+
+
+def make_attention_absorption(columns: Mapping[str, np.ndarray]) -> Figure:
     """Mass the backward walk S^k puts on position 0 against k, one panel per block, one line per head.
 
     columns: the absorption table (block, head, steps, mass_mean, mass_from_last).
@@ -49,8 +57,8 @@ def plot_attention_absorption(columns: Mapping[str, np.ndarray], out: str | Path
     blocks = np.unique(columns["block"])
     ncols = min(3, len(blocks))
     nrows = int(np.ceil(len(blocks) / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.3 * nrows), sharex=True, sharey=True,
-                             squeeze=False)
+    fig = Figure(figsize=(4.2 * ncols, 3.3 * nrows))
+    axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
     for ax, b in zip(axes.flat, blocks):
         for h in np.unique(columns["head"]):
             sel = (columns["block"] == b) & (columns["head"] == h)
@@ -70,16 +78,21 @@ def plot_attention_absorption(columns: Mapping[str, np.ndarray], out: str | Path
     fig.suptitle("Absorption of the backward walk $S^k$ at position 0 "
                  "(solid: mean over start positions, dashed: from the last position)", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig
 
 
-def plot_lens_curves(per_depth: list[Mapping[str, float]], vocab_size: int, out: str | Path) -> None:
+def plot_attention_absorption(columns: Mapping[str, np.ndarray], out: str | Path) -> None:
+    save_figure(make_attention_absorption(columns), out)
+
+
+def make_lens_curves(per_depth: list[Mapping[str, float]], vocab_size: int) -> Figure:
     """Logit lens (solid) and tuned lens (dashed) by depth: rank, probability of the next token,
     KL(final || lens) and entropy. per_depth: rows of ``trajectories.depth_summary``."""
     depth = np.array([r["depth"] for r in per_depth])
     panels = [("rank_mean", "mean rank of the next token"), ("prob_mean", "mean probability of the next token"),
               ("kl_mean", "mean KL(final || lens), nats"), ("entropy_mean", "mean entropy of the lens, nats")]
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
+    fig = Figure(figsize=(10, 7))
+    axes = fig.subplots(2, 2, sharex=True)
     for ax, (key, label) in zip(axes.flat, panels):
         for prefix, style, name in (("logit", "-o", "logit lens"), ("tuned", "--s", "tuned lens")):
             ax.plot(depth, [r[f"{prefix}_{key}"] for r in per_depth], style, label=name)
@@ -93,14 +106,19 @@ def plot_lens_curves(per_depth: list[Mapping[str, float]], vocab_size: int, out:
         ax.set_xlabel("depth (residual stream after block)")
     fig.suptitle("Depth-wise trajectories of validation positions through the logit and tuned lenses", fontsize=11)
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig
 
 
-def plot_next_token_cosine(columns: Mapping[str, np.ndarray], vocab_size: int, out: str | Path) -> None:
+def plot_lens_curves(per_depth: list[Mapping[str, float]], vocab_size: int, out: str | Path) -> None:
+    save_figure(make_lens_curves(per_depth, vocab_size), out)
+
+
+def make_next_token_cosine(columns: Mapping[str, np.ndarray], vocab_size: int) -> Figure:
     """Cosine of each depth's residual stream with the next token's unembedding and embedding rows
     (median and quartiles), and that cosine's rank among all tokens. columns: the trajectory table."""
     depth = np.unique(columns["depth"])
-    fig, (ax_cos, ax_rank) = plt.subplots(1, 2, figsize=(11, 4.2), sharex=True)
+    fig = Figure(figsize=(11, 4.2))
+    (ax_cos, ax_rank) = fig.subplots(1, 2, sharex=True)
     for name, label, color in (("cos_unembed", "unembedding row (lm_head)", "C0"), ("cos_embed", "input embedding row", "C1")):
         values = [columns[name][columns["depth"] == d] for d in depth]
         q1, med, q3 = (np.array([np.quantile(v, q) for v in values]) for q in (0.25, 0.5, 0.75))
@@ -119,15 +137,20 @@ def plot_next_token_cosine(columns: Mapping[str, np.ndarray], vocab_size: int, o
         ax.legend(fontsize=8)
     fig.suptitle("Does the state approach the next token's embedding? (untied embeddings)", fontsize=11)
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig
 
 
-def plot_probe_accuracy(columns: Mapping[str, np.ndarray], n_speakers: int, out: str | Path) -> None:
+def plot_next_token_cosine(columns: Mapping[str, np.ndarray], vocab_size: int, out: str | Path) -> None:
+    save_figure(make_next_token_cosine(columns, vocab_size), out)
+
+
+def make_probe_accuracy(columns: Mapping[str, np.ndarray], n_speakers: int) -> Figure:
     """Speaker-probe accuracy and balanced accuracy by depth, with chance. columns: the probe table."""
     classifier = np.asarray(columns["classifier"])
     styles = {"logistic": ("-o", "logistic regression"), "nearest_class_mean": ("-s", "nearest class mean"),
               "shuffled_labels": (":^", "logistic, shuffled labels (band: 2 std)")}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharex=True)
+    fig = Figure(figsize=(11, 4.2))
+    axes = fig.subplots(1, 2, sharex=True)
     for ax, metric, title in ((axes[0], "accuracy", "accuracy (chance: majority speaker)"),
                               (axes[1], "balanced_accuracy", f"balanced accuracy (chance: 1/{n_speakers})")):
         for name, (style, label) in styles.items():
@@ -148,4 +171,8 @@ def plot_probe_accuracy(columns: Mapping[str, np.ndarray], n_speakers: int, out:
     fig.suptitle("Who is speaking? Probes on the passage-averaged residual stream (trained on train text, "
                  "scored on validation text)", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig
+
+
+def plot_probe_accuracy(columns: Mapping[str, np.ndarray], n_speakers: int, out: str | Path) -> None:
+    save_figure(make_probe_accuracy(columns, n_speakers), out)

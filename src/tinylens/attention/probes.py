@@ -20,12 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 import torch
 
+from tinylens.attention.schemas import PROBE_SCHEMA
 from tinylens.attention.trajectories import depth_residuals
 from tinylens.model import Transformer
-from tinylens.tables import Schema
 
 #: A speech: a blank line (or the start of the text), ``NAME:`` alone on its line, then text up to
 #: the next blank line.
@@ -166,14 +165,6 @@ def probe_accuracies(train_x: np.ndarray, train_y: Sequence, test_x: np.ndarray,
     }
 
 
-PROBE_SCHEMA = Schema("attention probe", {
-    "depth": pa.int32(), "classifier": pa.string(),  # CLASSIFIERS or "chance"
-    "accuracy": pa.float64(), "balanced_accuracy": pa.float64(),
-    "accuracy_std": pa.float64(), "balanced_accuracy_std": pa.float64(),  # over label shuffles (0: deterministic)
-})
-PASSAGE_SCHEMA = Schema("speaker passage", {
-    "split": pa.string(), "speaker": pa.string(), "text": pa.string(),
-})
 
 
 def probe_by_depth(train_features: np.ndarray, train_y: Sequence, test_features: np.ndarray, test_y: Sequence,

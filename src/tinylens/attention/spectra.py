@@ -27,14 +27,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pyarrow as pa
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from tinylens.attention.schemas import EIGEN_AGREEMENT
 from tinylens.interventions import run
 from tinylens.model import Transformer
-from tinylens.tables import Schema
 
 #: The sums of squares :func:`score_sums_of_squares` returns.
 SUM_KEYS = ("total", "distance", "key_norm", "cross", "key_effect")
@@ -68,7 +67,7 @@ def eigenvalue_diagonal_gap(pattern: Tensor, seed: int = 0) -> tuple[Tensor, Ten
     them nearly defective, and a perturbation of size eps moves such eigenvalues by up to about
     eps^(1/m) for a near-Jordan block of size m (0.1 for eps = 1e-15 and m around 15). The identity
     eigenvalues = diagonal is exact; what the gap measures is how ill-conditioned those
-    eigenvalues are, hence :data:`EIGEN_AGREEMENT`.
+    eigenvalues are, hence :data:`~tinylens.attention.schemas.EIGEN_AGREEMENT`.
     """
     p = pattern.double()
     generator = torch.Generator().manual_seed(seed)
@@ -78,10 +77,6 @@ def eigenvalue_diagonal_gap(pattern: Tensor, seed: int = 0) -> tuple[Tensor, Ten
     real = eig.real.sort(dim=-1).values
     diag = diagonal(p).sort(dim=-1).values
     return (real - diag).abs().amax(-1), eig.imag.abs().amax(-1)
-
-
-#: A numerical eigenvalue "agrees" with the diagonal when the sorted gap is below this.
-EIGEN_AGREEMENT = 1e-6
 
 
 def walk_steps(n_doublings: int) -> list[int]:
@@ -189,35 +184,12 @@ def score_sums_of_squares(q: Tensor, k: Tensor) -> dict[str, Tensor]:
 
 # --- the per-head tables of a model ------------------------------------------------------------
 
-DIAGONAL_SCHEMA = Schema("attention diagonal", {
-    "block": pa.int32(), "head": pa.int32(), "sequence": pa.int32(), "position": pa.int32(), "weight": pa.float32(),
-})
-ABSORPTION_SCHEMA = Schema("attention absorption", {
-    "block": pa.int32(), "head": pa.int32(), "steps": pa.int64(),
-    "mass_from_last": pa.float64(),  # (S^k)_{T-1,0}, mean over sequences
-    "mass_mean": pa.float64(),  # (S^k)_{i,0}, mean over start positions i >= 1 and sequences
-})
-HEAD_SCHEMA = Schema("attention head", {
-    "block": pa.int32(), "head": pa.int32(),
-    # self-attention weight S_ii over positions i >= 1 (S_00 = 1 always) and sequences
-    "diag_mean": pa.float64(), "diag_median": pa.float64(), "diag_q10": pa.float64(), "diag_q90": pa.float64(),
-    "slowest_transient_eigenvalue": pa.float64(),  # median over sequences of max_{i>=1} S_ii
-    "half_absorption_from_last": pa.float64(),  # walk length at which half the mass is at position 0 (inf: never)
-    "half_absorption_mean": pa.float64(),
-    "share_distance": pa.float64(), "share_key_norm": pa.float64(), "share_cross": pa.float64(),
-    "share_key_effect": pa.float64(), "share_interaction": pa.float64(),
-    "row_sum_max_error": pa.float64(), "above_diagonal_max": pa.float64(),
-    # numerical eigensolver (on a rotated copy) vs the diagonal, over the checked sample of matrices
-    "eigen_gap_median": pa.float64(), "eigen_gap_max": pa.float64(),
-    "eigen_agree_share": pa.float64(),  # share of the checked matrices whose gap is below EIGEN_AGREEMENT
-    "pattern_vs_scores_max_error": pa.float64(),  # |pattern - softmax(q k^T / sqrt(d_head))|
-})
 
 
 def measure_heads(model: Transformer, tokens: Tensor, n_doublings: int, eigen_sample: int,
                   batch_size: int = 16, progress: bool = True) -> dict[str, dict[str, np.ndarray]]:
-    """Every head's spectra on ``tokens`` ``[sequences pos]``: the columns of :data:`DIAGONAL_SCHEMA`,
-    :data:`ABSORPTION_SCHEMA` and :data:`HEAD_SCHEMA` (keys ``diagonal``, ``absorption``, ``heads``).
+    """Every head's spectra on ``tokens`` ``[sequences pos]``: the columns of :data:`~tinylens.attention.schemas.DIAGONAL_SCHEMA`,
+    ``ABSORPTION_SCHEMA`` and ``HEAD_SCHEMA`` (keys ``diagonal``, ``absorption``, ``heads``).
 
     The first ``eigen_sample`` sequences' matrices (every head) go through a numerical eigensolver.
     """

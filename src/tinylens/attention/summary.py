@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from tinylens.attention.spectra import EIGEN_AGREEMENT
+from tinylens.attention.schemas import EIGEN_AGREEMENT
 
 #: What the sources say each measurement should show.
 SOURCE_CLAIMS = {

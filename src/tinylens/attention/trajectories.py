@@ -9,7 +9,6 @@ of ``ln_f``). The logit lens at depth ``d`` feeds that depth's residual stream s
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 import torch
 from torch import Tensor
 
@@ -17,7 +16,6 @@ from tinylens import measures
 from tinylens.attention.tuned_lens import TunedLens
 from tinylens.interventions import run
 from tinylens.model import Transformer
-from tinylens.tables import Schema
 
 
 def evenly_spaced_windows(ids: np.ndarray, n: int, length: int) -> np.ndarray:
@@ -90,18 +88,6 @@ def collect_positions(model: Transformer, tokens: Tensor, batch_size: int = 32) 
     return torch.cat(resid, dim=1), torch.cat(logits)
 
 
-TRAJECTORY_SCHEMA = Schema("attention trajectory", {
-    "depth": pa.int32(),  # 0 = embedding output, d = output of block d (n_layer = input of ln_f)
-    "sequence": pa.int32(), "position": pa.int32(),
-    "token": pa.int32(), "next_token": pa.int32(),
-    # logit lens and tuned lens: 1-based rank and probability of the next token, KL(final || lens),
-    # entropy of the lens distribution (nats)
-    "logit_rank": pa.int32(), "logit_prob": pa.float64(), "logit_kl": pa.float64(), "logit_entropy": pa.float64(),
-    "tuned_rank": pa.int32(), "tuned_prob": pa.float64(), "tuned_kl": pa.float64(), "tuned_entropy": pa.float64(),
-    # cosine of the residual stream with the next token's lm_head row / tok_emb row, and its rank among all tokens
-    "cos_unembed": pa.float64(), "cos_unembed_rank": pa.int32(),
-    "cos_embed": pa.float64(), "cos_embed_rank": pa.int32(),
-})
 
 
 def measure_trajectories(model: Transformer, windows: Tensor, lens: TunedLens) -> dict[str, np.ndarray]:
@@ -109,7 +95,8 @@ def measure_trajectories(model: Transformer, windows: Tensor, lens: TunedLens) -
 
     windows ``[sequences pos+1]``: the model reads ``windows[:, :-1]``; the next token of position
     ``t`` is ``windows[:, t+1]``. ``lens`` translates depths ``0..n_layer-1``; at depth ``n_layer``
-    both lenses are the model's output. Returns the columns of :data:`TRAJECTORY_SCHEMA`.
+    both lenses are the model's output. Returns the columns of
+    :data:`~tinylens.attention.schemas.TRAJECTORY_SCHEMA`.
     """
     tokens, targets = windows[:, :-1], windows[:, 1:]
     n_layer = model.config.n_layer

@@ -10,7 +10,6 @@ input of ``ln_f``) needs no translator: the logit lens there is the model's outp
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,8 +21,10 @@ from tqdm.auto import tqdm
 
 from tinylens import measures
 from tinylens.atomic import atomic_path
+from tinylens.attention.schemas import HISTORY_SCHEMA
 from tinylens.interventions import run
 from tinylens.model import Transformer
+from tinylens.tables import read_csv, write_csv
 from tinylens.weights import load_state
 
 
@@ -137,25 +138,17 @@ def load_lens(path: str | Path) -> TunedLens:
     return TunedLens.from_state(load_state(path))
 
 
-HISTORY_COLUMNS = ("step", "depth", "kl", "lr")
 
 
 def write_history(path: str | Path, history: list[dict]) -> None:
-    """The training curve as CSV: one row per step and depth (:data:`HISTORY_COLUMNS`)."""
-    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=HISTORY_COLUMNS)
-        writer.writeheader()
-        writer.writerows(history)
+    """The training curve as CSV (:data:`HISTORY_SCHEMA`), atomically."""
+    write_csv(path, HISTORY_SCHEMA, {k: [r[k] for r in history] for k in HISTORY_SCHEMA.columns})
 
 
 def read_history(path: str | Path) -> list[dict]:
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows or tuple(rows[0]) != HISTORY_COLUMNS:
-        raise ValueError(f"{path} is not a tuned-lens training curve with columns {HISTORY_COLUMNS}; "
-                         "rerun the train_tuned_lens rule")
-    return [{"step": int(r["step"]), "depth": int(r["depth"]), "kl": float(r["kl"]), "lr": float(r["lr"])}
-            for r in rows]
+    """The rows :func:`write_history` wrote; a file with other columns or damaged is a ValueError naming it."""
+    table = read_csv(path, HISTORY_SCHEMA)
+    return table.to_pylist()
 
 
 def training_endpoints(history: list[dict], window: int = 10) -> dict[str, list[float]]:
