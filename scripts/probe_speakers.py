@@ -28,7 +28,7 @@ with log_to(snakemake.log[0]) as log:
     features = {split: pooled_features(model, [tokenizer.encode(x.text) for x in chunk]) for split, chunk in chunks.items()}
     labels = {split: [x.speaker for x in chunk] for split, chunk in chunks.items()}
     columns = probe_by_depth(features["train"], labels["train"], features["val"], labels["val"],
-                             c=p.probe["C"], seed=p.seed, shuffles=p.probe["shuffles"])
+                             c=p.probe["C"], seed=p.seed, shuffles=p.probe["shuffles"], progress=True)
     write_table(out.table, PROBE_SCHEMA, columns)
     write_table(out.passages, PASSAGE_SCHEMA, {
         "split": [s for s, chunk in chunks.items() for _ in chunk],

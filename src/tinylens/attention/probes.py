@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from tinylens.attention.schemas import PROBE_SCHEMA
 from tinylens.attention.trajectories import depth_residuals
@@ -165,14 +166,12 @@ def probe_accuracies(train_x: np.ndarray, train_y: Sequence, test_x: np.ndarray,
     }
 
 
-
-
 def probe_by_depth(train_features: np.ndarray, train_y: Sequence, test_features: np.ndarray, test_y: Sequence,
-                   c: float = 1.0, seed: int = 0, shuffles: int = 2) -> dict[str, list]:
+                   c: float = 1.0, seed: int = 0, shuffles: int = 2, progress: bool = False) -> dict[str, list]:
     """:func:`probe_accuracies` at every depth of ``[depth n d_model]`` features: the columns of
-    :data:`PROBE_SCHEMA`."""
+    :data:`PROBE_SCHEMA` (a progress bar over depths on stderr if ``progress``)."""
     columns: dict[str, list] = {k: [] for k in PROBE_SCHEMA.columns}
-    for depth in range(len(train_features)):
+    for depth in tqdm(range(len(train_features)), desc="probes by depth", disable=not progress):
         scores = probe_accuracies(train_features[depth], train_y, test_features[depth], test_y, c=c, seed=seed,
                                   shuffles=shuffles)
         for name, values in scores.items():
