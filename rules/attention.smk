@@ -285,12 +285,17 @@ rule plot_probe_accuracy:
 
 
 ATTENTION_TARGETS = [
-    results("metrics/attention.json"),
-    results("figures/attention_diagonals.png"),
-    results("figures/attention_absorption.png"),
-    results("figures/lens_curves.png"),
-    results("figures/next_token_cosine.png"),
-    results("figures/probe_accuracy.png"),
+    rules.attention_summary.output.summary,
+    rules.plot_attention_diagonals.output.figure,
+    rules.plot_attention_absorption.output.figure,
+    rules.plot_lens_curves.output.figure,
+    rules.plot_next_token_cosine.output.figure,
+    rules.plot_probe_accuracy.output.figure,
+    # intermediates too: `rule all` then notices one deleted or lost with a failed job
+    *(
+        expand(rule.output, seed=ORIGINAL)
+        for rule in (rules.attention_spectra, rules.train_tuned_lens, rules.measure_trajectories, rules.probe_speakers)
+    ),
 ]
 
 
