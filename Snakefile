@@ -41,17 +41,10 @@ include: "rules/search.smk"
 include: "rules/approx.smk"
 include: "rules/figures.smk"
 include: "rules/supporting.smk"  # supporting analyses (method.md §7)
-# --- circuits family ---
-include: "rules/circuits.smk"
-# --- end circuits family ---
-# --- superposition family ---
-include: "rules/superposition.smk"
-# --- end superposition family ---
-# --- family: training dynamics (issue 9) ---
-include: "rules/dynamics.smk"
-
-
-# --- end family: training dynamics ---
+include: "rules/circuits.smk"  # weight-only circuits (method.md §9)
+include: "rules/superposition.smk"  # superposition in toy models (method.md §11)
+include: "rules/dynamics.smk"  # training dynamics (method.md §8)
+include: "rules/attention.smk"  # attention dynamics (method.md §10)
 
 
 onstart:
@@ -84,6 +77,7 @@ rule all:
         CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
         SUPERPOSITION_TARGETS,  # superposition family (rules/superposition.smk)
         DYNAMICS_TARGETS,  # training-dynamics family (rules/dynamics.smk)
+        ATTENTION_TARGETS,  # attention dynamics (rules/attention.smk)
     default_target: True
 
 

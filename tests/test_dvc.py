@@ -30,7 +30,8 @@ OUTS = ["data", "models", "samples", "strings", "activations", "search", "approx
         "circuits",  # circuits family
         "supporting",  # supporting analyses
         "superposition",  # superposition family
-        "dynamics"]  # training-dynamics family
+        "dynamics",  # training-dynamics family
+        "attention"]  # attention dynamics
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -162,7 +163,9 @@ FIGURES = {
     "ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion",
     # training-dynamics family
     "dynamics_energy_kl", "dynamics_icl_score", "dynamics_loss_by_position", "dynamics_head_scores",
-    "dynamics_energy_depth"}
+    "dynamics_energy_depth",
+    # attention dynamics
+    "attention_diagonals", "attention_absorption", "lens_curves", "next_token_cosine", "probe_accuracy"}
 
 
 def test_figures_regenerate_without_heavy_jobs(user_clone):

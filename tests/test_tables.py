@@ -168,6 +168,20 @@ def test_fixed_size_list_of_the_wrong_width_is_rejected_beside_other_columns(tmp
     assert not (tmp_path / "t.parquet").exists()
 
 
+def test_read_columns_gives_numpy_per_column(tmp_path):
+    from tinylens.tables import read_columns
+
+    cols = _columns(5)
+    write_table(tmp_path / "t.parquet", SCHEMA, cols)
+    back = read_columns(tmp_path / "t.parquet", SCHEMA)
+    assert list(back) == ["id", "name", "vec"]
+    np.testing.assert_array_equal(back["id"], cols["id"])
+    assert back["name"].tolist() == cols["name"]
+    np.testing.assert_array_equal(back["vec"], cols["vec"])
+    with pytest.raises(ValueError, match="not a tinylens other table"):
+        read_columns(tmp_path / "t.parquet", Schema("other", {"id": pa.int64()}))
+
+
 # --- CSV through the table library; joins by id ---
 
 from tinylens.tables import align_ids, read_csv, write_csv  # noqa: E402

@@ -107,6 +107,20 @@ def cosine_matrix(a: Array, b: Array, eps: float = 1e-30) -> Array:
     return (a @ np.swapaxes(b, -1, -2)) / np.maximum(norms, eps)
 
 
+def rank_of(scores: Array, index) -> Array:
+    """1-based rank of entry ``index`` in each row of ``scores``: 1 + the number of strictly larger
+    entries (1 = the largest; a tie counts in the entry's favour). scores ``[... n]``, index
+    ``[...]`` integers -> ``[...]`` int64."""
+    if isinstance(scores, torch.Tensor):
+        index = torch.as_tensor(index, device=scores.device).long()
+        chosen = scores.gather(-1, index.unsqueeze(-1))
+        return (scores > chosen).sum(-1) + 1
+    scores = np.asarray(scores)
+    index = np.asarray(index).astype(np.int64)
+    chosen = np.take_along_axis(scores, index[..., None], axis=-1)
+    return (scores > chosen).sum(axis=-1).astype(np.int64) + 1
+
+
 def unigram(ids: np.ndarray | torch.Tensor, vocab_size: int, pseudocount: float = 0.0) -> np.ndarray:
     """Character frequencies of a token-id array, float64 ``[vocab]`` summing to 1 (method.md §8:
     the train split's). ``pseudocount`` is added to every count first, so that a character absent
