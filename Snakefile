@@ -45,9 +45,12 @@ include: "rules/circuits.smk"
 # --- end circuits family ---
 # --- superposition family ---
 include: "rules/superposition.smk"
-
-
 # --- end superposition family ---
+# --- the published numbers beside ours (after every family: it reads their metrics) ---
+include: "rules/comparison.smk"
+
+
+# --- end comparison ---
 
 
 onstart:
@@ -72,4 +75,5 @@ rule all:
         results("metrics/headline.json"),
         CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
         SUPERPOSITION_TARGETS,  # superposition family (rules/superposition.smk)
+        rules.comparison.input,  # the published numbers beside ours (rules/comparison.smk)
     default_target: True

@@ -2,8 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from tinylens.model import ModelConfig
-from tinylens.model import Transformer
+from tinylens.model import ModelConfig, Transformer
 from tinylens.train import (
     BatchSampler,
     Phase,
