@@ -132,9 +132,13 @@ def test_csv_and_markdown_renderings(tmp_path):
     assert back["within_spread"] == ["yes", ""] and back["status"] == ["computed", "not computed"]
     md = markdown(table).splitlines()
     assert md[0].startswith("| section | quantity | paper | like-for-like | own |") and len(md) == 4
-    assert md[2] == "| §6 | mean H | 0.1677 | 0.2 | - | 0.0323 | yes | |difference| <= the paper's std 0.1215 |"
+    assert md[2] == "| §6 | mean H | 0.1677 | 0.2 | - | 0.0323 | yes | \\|difference\\| <= the paper's std 0.1215 |"
     assert "not computed: metrics/supporting.json is not made by this workflow" in md[3]
-    assert "ablation / block 1" in md[3]  # a bar inside a cell would split it
+    assert "ablation \\| block 1" in md[3]  # a bare bar inside a cell would split it
+    from tinylens.comparison import _cell
+
+    assert [_cell(v) for v in (1.5063, 23.1262, 10_788_929.0, 0.00012345, -0.3047250001, 2.0)] == \
+        ["1.5063", "23.1262", "10,788,929", "0.000123", "-0.3047", "2"]
 
 
 def _published(value: float) -> list[str]:

@@ -433,10 +433,16 @@ def write_table_csv(path, table: Sequence[Mapping]) -> None:
 
 
 def _cell(value) -> str:
+    """A number as the paper writes its own: integers with thousands separators, else up to four decimals
+    (three significant digits below 0.001)."""
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:,.0f}" if value.is_integer() and abs(value) >= 1000 else f"{value:.4g}"
+        if value.is_integer():
+            return f"{value:,.0f}"
+        if abs(value) < 1e-3:
+            return f"{value:.3g}"
+        return f"{value:,.4f}".rstrip("0").rstrip(".")
     return str(value)
 
 
@@ -446,7 +452,7 @@ def markdown(table: Sequence[Mapping]) -> str:
              "|---|---|---|---|---|---|---|---|"]
     for t in table:
         like = _cell(t["like_for_like"]) if t["status"] == "computed" else f"not computed: {t['reason']}"
-        lines.append(" | ".join([
-            f"| {t['section']}", t["quantity"].replace("|", "/"), _cell(t["paper"]), like, _cell(t["own"]),
-            _cell(t["difference"]), _flag(t["within_spread"]) or "-", t["spread_rule"]]) + " |")
+        cells = [t["section"], t["quantity"], _cell(t["paper"]), like, _cell(t["own"]), _cell(t["difference"]),
+                 _flag(t["within_spread"]) or "-", t["spread_rule"]]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")  # a bare | would split a cell
     return "\n".join(lines) + "\n"
