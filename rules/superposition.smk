@@ -310,6 +310,11 @@ SUPERPOSITION_TARGETS = [
     rules.plot_superposition_fraction_histogram.output.figure,
     rules.plot_superposition_dimensionality_training.output.figure,
     rules.plot_superposition_phase_diagram.output.figure,
+    # intermediates too: `rule all` then notices one deleted or lost with a failed job
+    rules.superposition_uniform.output,
+    rules.superposition_nonuniform.output,
+    rules.superposition_dimensionality.output,
+    rules.superposition_phase_diagram.output,
 ]
 
 

@@ -205,5 +205,9 @@ def test_align_ids_reorders_and_refuses_what_does_not_line_up():
     with pytest.raises(ValueError, match=r"shards does not line up with prompts: ids missing \[13\] \(1 in all\), "
                                          r"unexpected ids \[\] \(0 in all\)"):
         align_ids(found, np.array([10, 11, 12, 13]), "shards", "prompts")
+    # more ids than the prompts (shards of a run with more prompts): not silently dropped either
+    with pytest.raises(ValueError, match=r"shards does not line up with prompts: ids missing \[\] \(0 in all\), "
+                                         r"unexpected ids \[13\] \(1 in all\)"):
+        align_ids(np.array([12, 13, 10, 11]), np.array([10, 11, 12]), "shards", "prompts")
     with pytest.raises(ValueError, match=r"shards has repeated ids \[10\]"):
         align_ids(np.array([10, 10, 11]), np.array([10, 11]), "shards", "prompts")

@@ -1,3 +1,6 @@
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -8,7 +11,9 @@ from tinylens.train import (
     Phase,
     TrainConfig,
     autocast_dtype,
+    check_resume_fingerprint,
     matmul_precision,
+    run_fingerprint,
     summarize_training,
     train,
 )
@@ -141,11 +146,26 @@ def test_resume_on_another_corpus_slice_or_model_is_refused(tmp_path):
         train(RESUMABLE_MODEL, SHORT, ids[1:401], ids[400:], work, progress=False)
     with pytest.raises(ValueError, match=r"train_ids\.tokens: .* had 400, this run asks for 450"):
         train(RESUMABLE_MODEL, SHORT, ids[:450], ids[400:], work, progress=False)
+    with pytest.raises(ValueError, match=r"resume state .* for other settings:\n  val_ids\.sha256: the interrupted run "
+                                         r"had '[0-9a-f]{64}', this run asks for '[0-9a-f]{64}'\n"):
+        train(RESUMABLE_MODEL, SHORT, ids[:400], ids[401:], work, progress=False)  # another validation slice
     with pytest.raises(ValueError, match=r"model\.n_embed: .* had 16, this run asks for 32"):
         train(ModelConfig(**{**RESUMABLE_MODEL.__dict__, "n_embed": 32}), SHORT, ids[:400], ids[400:], work,
               progress=False)
     # nothing was touched: the original settings still resume
     train(RESUMABLE_MODEL, SHORT, ids[:400], ids[400:], work, progress=False)
+
+
+def test_resume_on_another_device_type_is_refused():
+    ids = periodic_ids(500)
+    cpu = run_fingerprint(RESUMABLE_MODEL, SHORT, ids[:400], ids[400:], torch.device("cpu"))
+    cuda = run_fingerprint(RESUMABLE_MODEL, SHORT, ids[:400], ids[400:], torch.device("cuda"))
+    state = {"fingerprint": json.dumps(cpu, sort_keys=True)}
+    check_resume_fingerprint(state, cpu, Path("w/resume.pt"))
+    with pytest.raises(ValueError, match=r"for other settings:\n  device: the interrupted run had 'cpu', this run asks "
+                                         r"for 'cuda'\nResuming would produce a model that no configuration describes\. "
+                                         r"Delete w to train from scratch"):
+        check_resume_fingerprint(state, cuda, Path("w/resume.pt"))
 
 
 def test_resume_state_without_a_fingerprint_is_refused(tmp_path):
