@@ -125,3 +125,37 @@ def core_artifacts():
         files += [results(f"approx/{mode}/tuned.json"), results(f"approx/{mode}/threshold_sweep.csv")]
     files += [results("case_studies/summary.json"), results("case_studies/matches.parquet")]
     return files
+
+
+# --- the published numbers beside ours (rules/comparison.smk) ---
+# The metrics documents the table reads: name -> (file under results/<preset>/, the rule that writes it).
+# A document whose rule is not part of the workflow is listed as "not computed" in its rows.
+COMPARISON_SOURCES = {
+    "training": ("metrics/training.json", "training_summary"),
+    "original_model": (f"models/seed{ORIGINAL}/metrics.json", "train_model"),
+    "verification": ("metrics/search_verification.json", "verify_search"),
+    "paper_prompts": ("metrics/hellinger_paper.json", "evaluate"),
+    "corpus": ("metrics/hellinger_corpus.json", "evaluate"),
+    "heldout": ("metrics/hellinger_heldout.json", "evaluate"),
+    "case_studies": ("case_studies/summary.json", "case_studies"),
+    "supporting": ("metrics/supporting.json", "supporting_metrics"),  # §7: the supporting analyses
+}
+
+
+def has_rule(name):
+    """Whether the workflow defines rule ``name`` (asked once every rule file is read)."""
+    return any(r.name == name for r in workflow.rules)
+
+
+def comparison_sources(wildcards):
+    return {name: results(path) for name, (path, rule) in COMPARISON_SOURCES.items() if has_rule(rule)}
+
+
+def absent_sources(wildcards):
+    return {
+        name: f"{path} is not made by this workflow (no rule {rule})"
+        for name, (path, rule) in COMPARISON_SOURCES.items()
+        if not has_rule(rule)
+    }
+
+# --- end comparison ---
