@@ -48,3 +48,30 @@ def test_every_job_declares_its_memory_and_time(plan):
         if not (re.search(r"\bmem_mb=(\d+|<TBD>)", resources) and re.search(r"\bruntime=(\d+|<TBD>)", resources)):
             undeclared.add(f"{rule}: {resources}")
     assert not undeclared, "\n".join(sorted(undeclared))
+
+
+def family_targets(repo) -> list[str]:
+    """The core's target and each analysis family's: a rule named after its rules file (rules/circuits.smk
+    defines `rule circuits`, which only collects)."""
+    names = ["core"]
+    for smk in sorted((repo / "rules").glob("*.smk")):
+        rule = re.search(rf"^rule {smk.stem}:\n(.*?)(?=^\S|\Z)", smk.read_text(), flags=re.M | re.S)
+        if rule and "output:" not in rule.group(1):  # a target collects; rules/sample.smk's `sample` writes
+            names.append(smk.stem)
+    return names
+
+
+def test_the_core_and_family_targets_together_are_rule_all(repo, plan, tmp_path):
+    """`snakemake <target>` for the core and each family (README "Targets"): nothing of `all` is left out
+    of every target, and no target makes what `all` does not."""
+    names = family_targets(repo)
+    assert len(names) >= 3, names
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "-d", str(tmp_path),
+                           "--cores", "1", "-n", *names, "--config", "preset=test"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = re.findall(r"^(?:local)?rule (\w+):\n(.*?)(?=^\S|\Z)", proc.stdout + proc.stderr, flags=re.M | re.S)
+    by_target = {rule: files(body, "input") for rule, body in jobs if rule in names}
+    assert sorted(by_target) == sorted(names)
+    assert all(by_target.values()), by_target
+    everything = [files(body, "input") for rule, body in plan if rule == "all"][0]
+    assert set().union(*by_target.values()) == everything
