@@ -45,6 +45,7 @@ include: "rules/circuits.smk"  # weight-only circuits (method.md §9)
 include: "rules/superposition.smk"  # superposition in toy models (method.md §11)
 include: "rules/dynamics.smk"  # training dynamics (method.md §8)
 include: "rules/attention.smk"  # attention dynamics (method.md §10)
+include: "rules/comparison.smk"  # the published numbers beside ours (after every family: it reads their metrics)
 
 
 onstart:
@@ -78,6 +79,7 @@ rule all:
         SUPERPOSITION_TARGETS,  # superposition family (rules/superposition.smk)
         DYNAMICS_TARGETS,  # training-dynamics family (rules/dynamics.smk)
         ATTENTION_TARGETS,  # attention dynamics (rules/attention.smk)
+include: "rules/comparison.smk"  # the published numbers beside ours (after every family: it reads their metrics)
     default_target: True
 
 

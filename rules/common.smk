@@ -1,8 +1,8 @@
 # Shared by every stage: the active preset, output paths, wildcard constraints, resources.
 import os
 
-from tinylens.config import active_preset, all_seeds
-from tinylens.strings import MODES as PROMPT_MODES
+from tinylens.config import active_preset, all_seeds, seed_train_settings
+from tinylens.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
 
 PRESET = config["preset"]
 SETTINGS = active_preset(config)
@@ -23,6 +23,7 @@ ANALYSIS = SETTINGS["analysis"]
 ORIGINAL = config["seeds"]["original"]
 ALTERNATES = config["seeds"]["alternates"]
 MODES = list(PROMPT_MODES)  # defined once, in tinylens.strings
+TUNED_MODES = list(TUNING_MODES)  # the modes with tuning prompts; the paper mode uses the corpus mode's values
 N_LAYER = SETTINGS["model"]["n_layer"]
 PROMPT_SETS = [f"prompts_{mode}" for mode in MODES]
 
@@ -71,7 +72,7 @@ def search_shards(mode=None):
 # --- resources: memory and time of the data-sized rules grow with the rows of their tables ---
 D_MODEL = SETTINGS["model"]["n_embed"]
 N_BINS = config["threshold_grid"]["count"]
-PROMPTS_PER_SHARD = -(-ANALYSIS["n_prompts"] // ANALYSIS["search_shards"])
+PROMPTS_PER_SHARD = -(-max(ANALYSIS["n_prompts"], ANALYSIS["paper_prompts"]) // ANALYSIS["search_shards"])
 #: Bytes per string of the string table in memory (next-token counts of both modes, CSR, the strings),
 #: and per string per activation value (a block read, its unit-vector copy, float64 chunks).
 STRING_BYTES, STRING_VALUE_BYTES = 1900, 16
@@ -130,10 +131,44 @@ def core_artifacts():
         files += [
             results(f"strings/prompts_{mode}.parquet"),
             *search_shards(mode),
-            results(f"approx/{mode}/tuned.json"),
-            results(f"approx/{mode}/threshold_sweep.csv"),
             results(f"evaluation/{mode}/hellinger.parquet"),
             results(f"metrics/hellinger_{mode}.json"),
         ]
+    for mode in TUNED_MODES:
+        files += [results(f"approx/{mode}/tuned.json"), results(f"approx/{mode}/threshold_sweep.csv")]
     files += [results("case_studies/summary.json"), results("case_studies/matches.parquet")]
     return files
+
+
+# --- the published numbers beside ours (rules/comparison.smk) ---
+# The metrics documents the table reads: name -> (file under results/<preset>/, the rule that writes it).
+# A document whose rule is not part of the workflow is listed as "not computed" in its rows.
+COMPARISON_SOURCES = {
+    "training": ("metrics/training.json", "training_summary"),
+    "original_model": (f"models/seed{ORIGINAL}/metrics.json", "train_model"),
+    "verification": ("metrics/search_verification.json", "verify_search"),
+    "paper_prompts": ("metrics/hellinger_paper.json", "evaluate"),
+    "corpus": ("metrics/hellinger_corpus.json", "evaluate"),
+    "heldout": ("metrics/hellinger_heldout.json", "evaluate"),
+    "case_studies": ("case_studies/summary.json", "case_studies"),
+    "supporting": ("metrics/supporting.json", "supporting_metrics"),  # §7: the supporting analyses
+}
+
+
+def has_rule(name):
+    """Whether the workflow defines rule ``name`` (asked once every rule file is read)."""
+    return any(r.name == name for r in workflow.rules)
+
+
+def comparison_sources(wildcards):
+    return {name: results(path) for name, (path, rule) in COMPARISON_SOURCES.items() if has_rule(rule)}
+
+
+def absent_sources(wildcards):
+    return {
+        name: f"{path} is not made by this workflow (no rule {rule})"
+        for name, (path, rule) in COMPARISON_SOURCES.items()
+        if not has_rule(rule)
+    }
+
+# --- end comparison ---

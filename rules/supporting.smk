@@ -146,7 +146,8 @@ rule criterion:
     input:
         shards=search_shards(),
         prompts=results("strings/prompts_{mode}.parquet"),
-        tuned=results("approx/{mode}/tuned.json"),
+        # the paper mode has no tuning prompts: it uses the thresholds its evaluation uses
+        tuned=lambda wc: results(f"approx/{TUNED_WITH[wc.mode]}/tuned.json"),
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
         tokenizer=results(f"models/seed{ORIGINAL}/tokenizer.json"),
         prompt_blocks=[results(f"activations/seed{ORIGINAL}/prompts_{{mode}}/block{b}.parquet") for b in range(N_LAYER)],

@@ -14,8 +14,6 @@ with log_to(snakemake.log[0]) as log:
     torch.set_num_threads(snakemake.threads)
     tokenizer = CharTokenizer.load(snakemake.input.tokenizer)
     device = select_device(params.device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
     result = train(
         model_config(params.model, tokenizer.vocab_size),
         train_config(params.train, params.seed),

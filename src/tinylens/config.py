@@ -106,6 +106,16 @@ def _preset_problems(name: str, preset: Mapping[str, Any]) -> list[str]:
             f"config key '{key}.train.checkpoints.first' ({first}) must be below the last step "
             f"({ends[-1]}): checkpoints are log-spaced from it to the last step"
         )
+    for seed, final in train["final_step_by_seed"].items():
+        before = ends[-2] if len(ends) > 1 else 0
+        if final <= before:
+            problems.append(
+                f"config key '{key}.train.final_step_by_seed.{seed}' ({final}) must lie after the end of the "
+                f"phase before the last ({before}): it moves where the last phase ends for seed {seed}")
+        if first >= final:
+            problems.append(
+                f"config key '{key}.train.checkpoints.first' ({first}) must be below seed {seed}'s last step "
+                f"({final}, '{key}.train.final_step_by_seed.{seed}')")
     # --- family: training dynamics (issue 9) ---
     dynamics, context = preset["dynamics"], model["block_size"]
     early, late = dynamics["icl_positions"]
@@ -126,15 +136,17 @@ def _preset_problems(name: str, preset: Mapping[str, Any]) -> list[str]:
         problems.append(
             f"config key '{key}.analysis.tune_fraction' ({analysis['tune_fraction']}) of n_prompts ({n}) leaves "
             f"{n_tune} tuning and {n - n_tune} evaluation prompts; both need at least one")
-    if analysis["search_shards"] > n:
-        problems.append(
-            f"config key '{key}.analysis.search_shards' ({analysis['search_shards']}) is more than "
-            f"'{key}.analysis.n_prompts' ({n}), so some shards would be empty; use at most {n} (shards need "
-            "not divide the prompts evenly: their sizes differ by at most one)")
-    if analysis["verify_prompts"] > n:
-        problems.append(
-            f"config key '{key}.analysis.verify_prompts' ({analysis['verify_prompts']}) exceeds "
-            f"'{key}.analysis.n_prompts' ({n}); at most every prompt can be re-checked")
+    for count in ("n_prompts", "paper_prompts"):  # every prompt mode is searched in the same shards
+        n_mode = analysis[count]
+        if analysis["search_shards"] > n_mode:
+            problems.append(
+                f"config key '{key}.analysis.search_shards' ({analysis['search_shards']}) is more than "
+                f"'{key}.analysis.{count}' ({n_mode}), so some shards would be empty; use at most {n_mode} (shards "
+                "need not divide the prompts evenly: their sizes differ by at most one)")
+        if analysis["verify_prompts"] > n_mode:
+            problems.append(
+                f"config key '{key}.analysis.verify_prompts' ({analysis['verify_prompts']}) exceeds "
+                f"'{key}.analysis.{count}' ({n_mode}); at most every prompt can be re-checked")
     return problems
 
 
@@ -149,8 +161,14 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
             f"choose one of: {', '.join(presets)}"
         )
     problems += _grid_problems(config)
+    seeds = {str(s) for s in all_seeds(config)}
     for name, preset in presets.items():
         problems += _preset_problems(name, preset)
+        unknown = sorted(set(preset["train"]["final_step_by_seed"]) - seeds)
+        if unknown:
+            problems.append(
+                f"config key 'presets.{name}.train.final_step_by_seed' names seeds {unknown}, which are not the "
+                f"original or an alternate seed ({', '.join(sorted(seeds, key=int))}); name one of those")
     return problems
 
 
@@ -183,7 +201,24 @@ def model_config(model: Mapping[str, Any], vocab_size: int) -> ModelConfig:
     return ModelConfig(vocab_size=vocab_size, **model)
 
 
+#: The settings of a preset's ``train`` entry that determine a model (the rest are resources).
+TRAIN_SETTINGS = ("batch_size", "phases", "eval_interval", "eval_iters", "checkpoints", "precision",
+                  "batch_sampling")
+
+
+def seed_train_settings(train: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """The training settings of ``seed``: the preset's, with the last phase ending at the seed's entry of
+    ``final_step_by_seed`` where it has one (the published alternate 1442 is its 5,000-step model)."""
+    settings = {k: train[k] for k in TRAIN_SETTINGS}
+    final = train.get("final_step_by_seed", {}).get(str(seed))
+    if final is not None:
+        settings["phases"] = [*train["phases"][:-1], {**train["phases"][-1], "until": final}]
+    return settings
+
+
 def train_config(train: Mapping[str, Any], seed: int) -> TrainConfig:
+    """``train``: a preset's ``train`` entry, or :func:`seed_train_settings` of it."""
+    train = seed_train_settings(train, seed)
     return TrainConfig(
         seed=seed,
         batch_size=train["batch_size"],
@@ -192,4 +227,6 @@ def train_config(train: Mapping[str, Any], seed: int) -> TrainConfig:
         eval_iters=train["eval_iters"],
         checkpoint_steps=checkpoint_schedule(train["checkpoints"]["first"], train["checkpoints"]["count"],
                                              [p["until"] for p in train["phases"]]),
+        precision=train["precision"],
+        batch_sampling=train["batch_sampling"],
     )
