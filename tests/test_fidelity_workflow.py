@@ -104,7 +104,14 @@ def test_comparison_table_lists_every_published_number(finished_run):
     assert rows["and_only_l_block1_0.95_hellinger"]["like_for_like"] == case["block0_only"]["0.95"]["hellinger"]
     # the headline rows, as `dvc metrics show` prints them
     assert result["headline"]["hellinger_mean"]["like_for_like"] == mean["like_for_like"]
-    assert result["headline"]["ablation_drop_ffwd_block1"] == {"paper": 0.70}
+    # the supporting family's rows: the paper mode's one-token ablation and criterion
+    supporting = read(finished_run / "metrics/supporting.json")
+    block1 = next(b for b in supporting["ablation"]["comparison"]["paper"] if b["block"] == 1)
+    ablation = result["headline"]["ablation_drop_ffwd_block1"]
+    assert ablation["paper"] == 0.70 and ablation["like_for_like"] == block1["one_token_drop_ffwd"]
+    assert ablation["own"] == block1["full_drop_ffwd"]
+    block6 = next(b for b in supporting["criterion"]["comparison"]["paper"] if b["block"] == 6)
+    assert rows["criterion_end_of_model_block6"]["like_for_like"] == block6["end_of_model_abs"]
 
 
 def test_comparison_table_renderings(finished_run):

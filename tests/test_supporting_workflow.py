@@ -64,9 +64,9 @@ def pick(table, context, variant, mode):
 def test_the_ablation_variants_agree_for_the_last_block_on_every_prompt(finished_run):
     for seed in SEEDS:
         t = table_columns(read_table(finished_run / f"supporting/ablation/seed{seed}.parquet", ablation_schema(6)))
-        assert len(t["mode"]) == 2 * 120 * 4
+        assert len(t["mode"]) == (120 + 120 + 60) * 4  # corpus, heldout, paper prompts x 2 contexts x 2 variants
         for variant in ("drop_sa", "drop_ffwd"):
-            for mode in ("corpus", "heldout"):
+            for mode in ("corpus", "heldout", "paper"):
                 full, alone = (pick(t, context, variant, mode) for context in ("full", "one_token"))
                 np.testing.assert_allclose(alone[:, 5], full[:, 5], atol=1e-9)
                 assert np.abs(alone[:, 0] - full[:, 0]).max() > 1e-3
