@@ -16,10 +16,12 @@ rule search_shard:
         shard=lambda wc: int(wc.scatteritem.split("-of-")[0]),
         n_shards=ANALYSIS["search_shards"],
         grid=config["threshold_grid"],
+        device=config["device"],
     threads: ANALYSIS["search_threads"]
     resources:
         mem_mb=8000,
         runtime=120,
+        gpu=TRAIN["resources"]["gpu"],
     log:
         results("logs/search_{mode}_{scatteritem}.log"),
     benchmark:

@@ -10,6 +10,7 @@ from tinylens.logs import log_to
 from tinylens.model import ModelConfig
 from tinylens.search import CountsCSR, search_prompts, threshold_edges, write_summary
 from tinylens.strings import load_prompts, load_strings
+from tinylens.train import select_device
 
 with log_to(snakemake.log[0]) as log:
     p, inp = snakemake.params, snakemake.input
@@ -24,8 +25,10 @@ with log_to(snakemake.log[0]) as log:
     counts = CountsCSR.from_dense(table.counts(p.mode), members)
     prompt_dir, string_dir = Path(inp.prompt_logits).parent, Path(inp.string_logits).parent
     prompt_blocks = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed)[shard] for b in range(cfg.n_layer)]
+    device = select_device(p.device)
+    log.info("searching on %s with %d threads", device, snakemake.threads)
     matches, summed = search_prompts(
         prompt_blocks, lambda b: load_block(string_dir, b, "ffwd_out", cfg.n_embed, n_rows=len(table)),
-        counts, threshold_edges(**p.grid), members)
+        counts, threshold_edges(**p.grid), members, device=device, threads=snakemake.threads)
     write_summary(snakemake.output.shard, np.asarray(prompts["prompt_id"])[shard], matches, summed)
     log.info("wrote %s", snakemake.output.shard)
