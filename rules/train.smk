@@ -18,6 +18,7 @@ rule train_model:
         model=SETTINGS["model"],
         train={k: TRAIN[k] for k in ("batch_size", "phases", "eval_interval", "eval_iters", "checkpoint_steps")},
         device=config["device"],
+        compile=TRAIN.get("compile", "none"),
         # Unfinished work (resume state, checkpoints so far) lives here, outside the
         # outputs, so Snakemake never deletes it and a rerun resumes from it.
         work_dir=lambda wc: results(f"models/seed{wc.seed}.partial"),
