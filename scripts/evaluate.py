@@ -27,7 +27,7 @@ with log_to(snakemake.log[0]) as log:
     if "paper_values" in tuned:
         paper = (grid_index(tuned["paper_values"]["thresholds"], edges), np.asarray(tuned["paper_values"]["weights"]))
     columns = evaluate(
-        cumulative(counts, axis=2), cumulative(matches, axis=2), q,
+        cumulative(counts, axis=2, out=counts), cumulative(matches, axis=2, out=matches), q,
         {s: softmax(logits[s]) for s in p.seeds if s != p.original},
         (grid_index(tuned["thresholds"], edges), np.asarray(tuned["weights"])), paper)
     alternates = [s for s in p.seeds if s != p.original]

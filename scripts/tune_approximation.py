@@ -25,7 +25,7 @@ with log_to(snakemake.log[0]) as log:
     prompts = load_prompts(inp.prompts)
     if not np.array_equal(ids, prompts["prompt_id"]):
         raise ValueError(f"search shards {inp.shards} do not cover the prompts of {inp.prompts}; rerun the search")
-    above = cumulative(counts, axis=2)
+    above = cumulative(counts, axis=2, out=counts)  # in place: no second copy of the counts
     q = softmax(load_logits(Path(inp.logits).parent, cfg.vocab_size))
     masks = split_masks(prompts["split"])
     has_paper = len(p.paper["thresholds"]) == cfg.n_layer

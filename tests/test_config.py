@@ -69,3 +69,15 @@ def test_paper_schedule_is_method_section_2(config):
     assert cfg.batch_size == 64 and paper["model"]["block_size"] == 256
     assert [(p.until, p.lr) for p in cfg.phases] == [(3500, 3e-4), (4500, 3e-5)]
     assert cfg.eval_interval == 500 and cfg.eval_iters == 200
+
+
+def test_paper_short_is_the_paper_data_path_with_short_training(config):
+    """paper_short differs from paper only in the training budget and the CPU layout of the jobs."""
+    paper, short = config["presets"]["paper"], config["presets"]["paper_short"]
+    assert short["model"] == paper["model"] and short["corpus_chars"] == paper["corpus_chars"]
+    layout = {"dump_batch_size", "dump_threads", "search_shards", "search_threads"}
+    assert {k: v for k, v in short["analysis"].items() if k not in layout} == \
+        {k: v for k, v in paper["analysis"].items() if k not in layout}
+    assert short["train"]["phases"][-1]["until"] <= 500 and short["train"]["resources"]["gpu"] == 0
+    for preset in config["presets"].values():  # a 16 GB machine runs every preset's training
+        assert preset["train"]["resources"]["mem_mb"] <= 8192

@@ -65,13 +65,15 @@ def tune(above: np.ndarray, q: np.ndarray, init_thresholds: np.ndarray, rounds: 
     thresholds = np.asarray(init_thresholds, dtype=np.int64).copy()
     weights = np.full(n_blocks, 1.0 / n_blocks)
     q_sqrt = torch.from_numpy(np.sqrt(q))
-    above_t = torch.from_numpy(above.astype(np.float64))
+
+    def per_block(th):  # [prompts blocks vocab] float64: only the chosen thresholds are ever converted
+        return torch.from_numpy(above[:, np.arange(n_blocks), th].astype(np.float64))
 
     def score(th, w):
         return float(hellinger(approximate(above, th, w)[0], q).mean())
 
     for _ in tqdm(range(rounds), disable=not progress, desc="tuning", unit="round"):
-        weights = _fit_weights(above_t[:, np.arange(n_blocks), thresholds], q_sqrt, weights, weight_steps)
+        weights = _fit_weights(per_block(thresholds), q_sqrt, weights, weight_steps)
         for b in range(n_blocks):
             trial = thresholds.copy()
             scores = []
@@ -79,7 +81,7 @@ def tune(above: np.ndarray, q: np.ndarray, init_thresholds: np.ndarray, rounds: 
                 trial[b] = k
                 scores.append(score(trial, weights))
             thresholds[b] = int(np.argmin(scores))
-    weights = _fit_weights(above_t[:, np.arange(n_blocks), thresholds], q_sqrt, weights, weight_steps)
+    weights = _fit_weights(per_block(thresholds), q_sqrt, weights, weight_steps)
     return Tuned(thresholds, weights, score(thresholds, weights))
 
 

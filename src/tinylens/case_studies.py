@@ -33,17 +33,29 @@ def prompt_activations(model: Transformer, tokenizer: CharTokenizer, prompts: Se
 
 def find_matches(prompt_vectors: np.ndarray, string_blocks: Callable[[int], np.ndarray], min_cosine: float
                  ) -> list[list[tuple[np.ndarray, np.ndarray]]]:
-    """For each block and prompt, (string indices, cosines) with cosine > min_cosine, by decreasing cosine."""
+    """For each block and prompt, (string indices, cosines) with cosine > min_cosine, by decreasing cosine.
+
+    The cosines are exact float64 ones; only the strings a float32 screen cannot rule out (within its
+    rounding margin of ``min_cosine``) are recomputed in float64, so no float64 copy of a block is made.
+    """
+    from tinylens.search import _norms, exact_float32_matmul, rounding_margin
+
     out = []
     for b in range(prompt_vectors.shape[0]):
-        strings = string_blocks(b).astype(np.float64)
-        norms = np.linalg.norm(strings, axis=1)
+        strings = np.ascontiguousarray(string_blocks(b), dtype=np.float32)
+        prompts = prompt_vectors[b]  # [prompts d_model] float64
+        with exact_float32_matmul():  # [strings prompts]
+            dots = (torch.from_numpy(strings) @ torch.from_numpy(prompts.astype(np.float32)).T).numpy()
+        screen = dots / np.maximum(np.outer(_norms(strings), np.linalg.norm(prompts, axis=1)), 1e-300)
         per_prompt = []
-        for p in prompt_vectors[b]:
-            cos = (strings @ p) / np.maximum(norms * np.linalg.norm(p), 1e-300)
-            idx = np.nonzero(cos > min_cosine)[0]
-            order = np.argsort(-cos[idx], kind="stable")
-            per_prompt.append((idx[order], cos[idx[order]]))
+        for i, p in enumerate(prompts):
+            idx = np.nonzero(screen[:, i] > min_cosine - rounding_margin(strings.shape[1]))[0]
+            exact = strings[idx].astype(np.float64)
+            cos = (exact @ p) / np.maximum(np.linalg.norm(exact, axis=1) * np.linalg.norm(p), 1e-300)
+            keep = cos > min_cosine
+            idx, cos = idx[keep], cos[keep]
+            order = np.argsort(-cos, kind="stable")
+            per_prompt.append((idx[order], cos[order]))
         out.append(per_prompt)
     return out
 
