@@ -251,20 +251,23 @@ def _bins(cos: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------- the compiled CPU pass
 
+# The dot products take (matrix, row) pairs rather than row views: a view made per candidate costs two
+# atomic reference-count updates, more than the product itself.
 @numba.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
-def _dot32(a, b):  # pragma: no cover - compiled
-    """float32 dot product; any summation order keeps the bound of rounding_margin."""
+def _dot32(a, i, b, j):  # pragma: no cover - compiled
+    """float32 dot product of a[i] and b[j]; any summation order keeps the bound of rounding_margin."""
     acc = np.float32(0.0)
-    for i in range(a.shape[0]):
-        acc += a[i] * b[i]
+    for k in range(a.shape[1]):
+        acc += a[i, k] * b[j, k]
     return acc
 
 
 @numba.njit(nogil=True, cache=True)
-def _dot64(a, b):  # pragma: no cover - compiled
+def _dot64(a, i, b, j):  # pragma: no cover - compiled
+    """float64 dot product of a[i] and b[j] (float32 rows)."""
     acc = 0.0
-    for i in range(a.shape[0]):
-        acc += np.float64(a[i]) * np.float64(b[i])
+    for k in range(a.shape[1]):
+        acc += np.float64(a[i, k]) * np.float64(b[j, k])
     return acc
 
 
@@ -283,10 +286,13 @@ def _bin_tile(tile, screen_value, refine, p0, s0, prompts, strings, string_rows,
     """
     rows, width = tile.shape
     n_bins, vocab = summed.shape[1], summed.shape[2]
-    # One row's sums first go to a small local table that stays in L1, then are added to the row's
-    # accumulators in one sequential pass: random updates of the accumulators themselves miss the cache.
+    # One row's sums first go to a small local table that stays in L1; the cells it touched are then
+    # added to the row's accumulators (which are too large for L1) and cleared, once per row and tile.
     local_m = np.zeros(n_bins, dtype=matches.dtype)
-    local_c = np.zeros((n_bins, vocab), dtype=summed.dtype)
+    local_c = np.zeros(n_bins * vocab, dtype=summed.dtype)
+    touched = np.empty(n_bins * vocab, dtype=np.int32)
+    flat = summed.reshape(rows, n_bins * vocab)
+    cos = np.empty(width, dtype=np.float64)
     for r in range(rows):
         row = tile[r]
         n = 0
@@ -295,20 +301,27 @@ def _bin_tile(tile, screen_value, refine, p0, s0, prompts, strings, string_rows,
             n += row[j] >= screen_value
         if n == 0:
             continue
-        p = prompts[p0 + r]
-        pn = p_norms[p0 + r]
-        k_lo, k_hi = n_bins, -1
+        pr = p0 + r
+        pn = p_norms[pr]
+        # Two passes: the candidates' cosines first (independent loads, which the CPU overlaps), then
+        # the binning, whose updates of the local tables would otherwise serialise the loads.
         for i in range(n):
             j = cand[i]
-            q = s0 + j  # searched string
-            denom = pn * s_norms[q]
             if refine:
-                c = np.float64(_dot32(p, strings[string_rows[q]])) / denom if denom > 0 else 0.0
+                q = s0 + j
+                denom = pn * s_norms[q]
+                cos[i] = np.float64(_dot32(prompts, pr, strings, string_rows[q])) / denom if denom > 0 else 0.0
             else:
-                c = np.float64(row[j])
+                cos[i] = np.float64(row[j])
+        k_lo, k_hi = n_bins, -1
+        n_touched = 0
+        for i in range(n):
+            q = s0 + cand[i]  # searched string
+            c = cos[i]
             u = (c - start) * inv_step  # position on the edge grid, in bins
             if abs(u - np.floor(u + 0.5)) <= margin_bins:  # near an edge: decide in float64
-                c = _dot64(p, strings[string_rows[q]]) / denom if denom > 0 else 0.0
+                denom = pn * s_norms[q]
+                c = _dot64(prompts, pr, strings, string_rows[q]) / denom if denom > 0 else 0.0
                 c = min(max(c, -1.0), 1.0)
                 k = np.searchsorted(edges, c) - 1
             else:
@@ -321,16 +334,23 @@ def _bin_tile(tile, screen_value, refine, p0, s0, prompts, strings, string_rows,
             local_m[k] += 1
             x = code[q]
             if x >= 0:
-                local_c[k, x & 0xFFFFFFFF] += x >> 32
+                cell = k * vocab + (x & 0xFFFFFFFF)
+                touched[n_touched] = cell
+                n_touched += local_c[cell] == 0
+                local_c[cell] += x >> 32
             elif x == -1:
                 for e in range(indptr[q], indptr[q + 1]):
-                    local_c[k, token[e]] += count[e]
+                    cell = k * vocab + token[e]
+                    touched[n_touched] = cell
+                    n_touched += local_c[cell] == 0
+                    local_c[cell] += count[e]
         for k in range(k_lo, k_hi + 1):
             matches[r, k] += local_m[k]
             local_m[k] = 0
-            for t in range(vocab):
-                summed[r, k, t] += local_c[k, t]
-                local_c[k, t] = 0
+        for i in range(n_touched):
+            cell = touched[i]
+            flat[r, cell] += local_c[cell]
+            local_c[cell] = 0
 
 
 # ---------------------------------------------------------------- the torch pass (any device)
