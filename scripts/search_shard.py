@@ -1,5 +1,6 @@
 """Exact similarity search of one prompt shard against every string, binned (rule search_shard)."""
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +28,19 @@ with log_to(snakemake.log[0]) as log:
     prompt_blocks = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed)[shard] for b in range(cfg.n_layer)]
     device = select_device(p.device)
     log.info("searching on %s with %d threads", device, snakemake.threads)
-    matches, summed = search_prompts(
-        prompt_blocks, lambda b: load_block(string_dir, b, "ffwd_out", cfg.n_embed, n_rows=len(table)),
-        counts, threshold_edges(**p.grid), members, device=device, threads=snakemake.threads)
+    loading = []
+
+    def string_block(b):
+        start = time.perf_counter()
+        block = load_block(string_dir, b, "ffwd_out", cfg.n_embed, n_rows=len(table))
+        loading.append(time.perf_counter() - start)
+        return block
+
+    start = time.perf_counter()
+    matches, summed = search_prompts(prompt_blocks, string_block, counts, threshold_edges(**p.grid), members,
+                                     device=device, threads=snakemake.threads)
+    total = time.perf_counter() - start
+    log.info("searched %d prompts x %d strings x %d blocks in %.1f s (+ %.1f s reading the string blocks)",
+             len(shard), len(table), cfg.n_layer, total - sum(loading), sum(loading))
     write_summary(snakemake.output.shard, np.asarray(prompts["prompt_id"])[shard], matches, summed)
     log.info("wrote %s", snakemake.output.shard)

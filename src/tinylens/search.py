@@ -446,8 +446,19 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
     threads = max(1, threads or torch.get_num_threads())
     p_norms, s_norms = _norms(prompts, threads), _norms(strings, threads)
     dtype = torch.bfloat16 if screen == "bfloat16" else torch.float32
-    p_unit = _unit(prompts, p_norms, np.arange(n_p), dtype, threads)
-    s_unit = _unit(strings, s_norms, string_rows, dtype, threads)  # only the searched strings
+    if binner == "compiled":
+        p_unit = _unit(prompts, p_norms, np.arange(n_p), dtype, threads)
+        s_unit = _unit(strings, s_norms, string_rows, dtype, threads)  # only the searched strings
+    else:  # the same float32 scaling, on the device: the host keeps no copy of the strings
+        t_strings, t_rows = torch.from_numpy(strings).to(device), torch.from_numpy(string_rows).to(device)
+        inverse = torch.from_numpy(np.where(s_norms > 0, 1.0 / np.where(s_norms > 0, s_norms, 1.0), 0.0)
+                                   .astype(np.float32)).to(device)
+        s_unit = (t_strings[t_rows] * inverse[t_rows, None]).to(dtype)
+        inverse = torch.from_numpy(np.where(p_norms > 0, 1.0 / np.where(p_norms > 0, p_norms, 1.0), 0.0)
+                                   .astype(np.float32)).to(device)
+        t_prompts = torch.from_numpy(prompts).to(device)
+        p_unit = (t_prompts * inverse[:, None]).to(dtype)
+        del inverse
     # Everything indexed per string from here on is in searched order (column j of a tile = searched
     # string s0 + j); only the raw vectors are reached through string_rows.
     s_norms = s_norms[string_rows]
@@ -507,14 +518,14 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
                 torch.set_num_threads(torch_threads)
         else:
             t = {  # everything the torch pass reads, on the device
-                "prompts": torch.from_numpy(prompts).to(device), "strings": torch.from_numpy(strings).to(device),
-                "rows": torch.from_numpy(string_rows).to(device), "p_norms": torch.from_numpy(p_norms).to(device),
-                "s_norms": torch.from_numpy(s_norms).to(device), "edges": torch.from_numpy(edges64).to(device),
+                "prompts": t_prompts, "strings": t_strings, "rows": t_rows,
+                "p_norms": torch.from_numpy(p_norms).to(device), "s_norms": torch.from_numpy(s_norms).to(device),
+                "edges": torch.from_numpy(edges64).to(device),
             }
             csr = {"indptr": torch.from_numpy(counts.indptr).to(device),
                    "token": torch.from_numpy(counts.token).to(device).long(),
                    "count": torch.from_numpy(counts.count).to(device).long()}
-            p_dev, s_dev_t = p_unit.to(device), s_unit.to(device).T
+            p_dev, s_dev_t = p_unit, s_unit.T
             for p0 in chunks:
                 rows = min(prompt_chunk, n_p - p0)
                 m_dev = torch.zeros((rows, n_bins), dtype=torch.int64, device=device)
@@ -536,13 +547,15 @@ def search_block_bruteforce(prompts: np.ndarray, strings: np.ndarray, counts: np
     """Reference: the dense float64 cosine matrix, binned. Same outputs as :func:`search_block`.
 
     Memory is O(n_prompts x chunk) float64 (``chunk`` strings at a time): for tests and verification
-    samples of prompts, against any number of strings.
+    samples of prompts, against any number of strings. Counts are summed with float64 bincounts
+    (integer sums below 2**53 are exact).
     """
     edges = np.asarray(edges, dtype=np.float64)
+    n_p, n_bins, vocab = len(prompts), len(edges), counts.shape[1]
     p = prompts.astype(np.float64)
     pn = np.linalg.norm(p, axis=1)
-    matches = np.zeros((len(p), len(edges)), dtype=np.int64)
-    summed = np.zeros((len(p), len(edges), counts.shape[1]), dtype=np.int64)
+    matches = np.zeros(n_p * n_bins, dtype=np.int64)
+    summed = np.zeros((vocab, n_p * n_bins), dtype=np.float64)
     for s0 in range(0, len(strings), chunk):
         s = strings[s0 : s0 + chunk].astype(np.float64)
         denom = np.outer(pn, np.linalg.norm(s, axis=1))
@@ -550,12 +563,13 @@ def search_block_bruteforce(prompts: np.ndarray, strings: np.ndarray, counts: np
         k = _bins(cos, edges)  # [prompts chunk]
         if members is not None:
             k[:, ~np.asarray(members[s0 : s0 + chunk], dtype=bool)] = -1
-        counts64 = np.asarray(counts[s0 : s0 + chunk], dtype=np.float64)  # integer sums below 2**53 are exact
-        for b in np.unique(k[k >= 0]):
-            in_bin = (k == b).astype(np.float64)
-            matches[:, b] += in_bin.sum(axis=1).astype(np.int64)
-            summed[:, b] += np.rint(in_bin @ counts64).astype(np.int64)
-    return matches, summed
+        pi, si = np.nonzero(k >= 0)
+        cell = pi * n_bins + k[pi, si]
+        matches += np.bincount(cell, minlength=n_p * n_bins)
+        pair_counts = np.asarray(counts[s0 : s0 + chunk], dtype=np.float64)[si]  # [pairs vocab]
+        for t in np.flatnonzero(pair_counts.any(axis=0)):
+            summed[t] += np.bincount(cell, weights=pair_counts[:, t], minlength=n_p * n_bins)
+    return matches.reshape(n_p, n_bins), np.rint(summed.T).astype(np.int64).reshape(n_p, n_bins, vocab)
 
 
 def cumulative(binned: np.ndarray, axis: int, out: np.ndarray | None = None) -> np.ndarray:
