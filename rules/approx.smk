@@ -20,6 +20,8 @@ rule tune_approximation:
         runtime=30,
     log:
         results("logs/tune_approximation_{mode}.log"),
+    benchmark:
+        results("benchmarks/tune_approximation_{mode}.tsv")
     script:
         "../scripts/tune_approximation.py"
 
@@ -41,6 +43,8 @@ rule evaluate:
         original=ORIGINAL,
     log:
         results("logs/evaluate_{mode}.log"),
+    benchmark:
+        results("benchmarks/evaluate_{mode}.tsv")
     script:
         "../scripts/evaluate.py"
 
@@ -64,6 +68,8 @@ rule case_studies:
         mem_mb=4000,
     log:
         results("logs/case_studies.log"),
+    benchmark:
+        results("benchmarks/case_studies.tsv")
     script:
         "../scripts/case_studies.py"
 

@@ -53,5 +53,7 @@ rule verify_search:
         mem_mb=8000,
     log:
         results("logs/verify_search.log"),
+    benchmark:
+        results("benchmarks/verify_search.tsv")
     script:
         "../scripts/verify_search.py"

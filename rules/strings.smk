@@ -17,5 +17,7 @@ rule build_strings:
         runtime=10,
     log:
         results("logs/build_strings.log"),
+    benchmark:
+        results("benchmarks/build_strings.tsv")
     script:
         "../scripts/build_strings.py"
