@@ -201,6 +201,7 @@ def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to
         if q is not None:
             strings = strings @ q.T  # [strings 384], float32
         prompts = np.ascontiguousarray(strings[prompt_rows])
+        strings = np.require(strings, requirements="W")  # torch wants writable arrays
         p_t, s_t = torch.from_numpy(prompts), torch.from_numpy(strings)
         # ours, then the GEMMs, then the references: the same order in every block
         (m, c), st = measured(lambda: search_block(prompts, strings, csr, EDGES, screen=screen, threads=args.threads,
@@ -314,7 +315,7 @@ def main() -> None:
         print(f"| {r['shape']}: {r['prompts']:,} prompts x {r['strings']:,} strings x {r['blocks']} blocks, "
               f"d_model {r['d_model']}{' (projected)' if r['projected_from'] else ''}, {r['screen']} screen "
               f"| {t['ours']['wall']:.1f} | {t['gemm_tiled']['wall']:.1f} / "
-              f"{t['gemm_full']['wall'] if 'gemm_full' in t else float('nan'):.1f} "
+              f"{format(t['gemm_full']['wall'], '.1f') if 'gemm_full' in t else '-'} "
               f"({r['gemm_tflops']:.2f} TFLOP/s) | {bf16} | {naive} "
               f"| **{r['ratio_wall']:.2f}** ({r['ratio_cpu']:.2f}) | {naive_ratio} "
               f"| float64 on {r['check_prompts']} prompts: {'identical' if r['exact_vs_bruteforce'] else 'DIFFERENT'}; "
