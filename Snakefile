@@ -1,12 +1,26 @@
 # tinylens: a reproducible workflow for how a small character-level transformer
 # predicts the next token. The stages live in rules/; see README.md.
+import os
+import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
 
-from tinylens.config import validate_config
-
 min_version("9.22")
+
+
+# The workflow's one software environment. With --sdm conda, Snakemake deploys it, adds it to
+# this process (the imports below need it) and runs every rule's job in it (each rule's conda:).
+conda: "envs/tinylens.yaml"
+
+
+# This checkout's library, for this process and every job (also in the conda environment and
+# on cluster nodes, where tinylens need not be installed).
+SRC = str(Path(workflow.basedir) / "src")
+sys.path.insert(0, SRC)
+os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p))
+
+from tinylens.config import validate_config
 
 
 configfile: Path(workflow.basedir) / "config/config.yaml"
@@ -25,6 +39,11 @@ include: "rules/activations.smk"
 include: "rules/search.smk"
 include: "rules/approx.smk"
 include: "rules/figures.smk"
+# --- circuits family ---
+include: "rules/circuits.smk"
+
+
+# --- end circuits family ---
 
 
 rule all:
@@ -40,4 +59,5 @@ rule all:
         results("metrics/search_verification.json"),
         results("metrics/hellinger.json"),
         results("metrics/headline.json"),
+        CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
     default_target: True

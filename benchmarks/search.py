@@ -43,6 +43,7 @@ import os
 import platform
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +94,11 @@ def reset_peak_rss() -> None:
     """Make VmHWM start again from the current RSS (Linux >= 4.0)."""
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
+
+
+def record(times: dict, method: str, stats: dict) -> None:
+    for key, value in stats.items():
+        times[method][key].append(value)
 
 
 def measured(fn) -> tuple[object, dict]:
@@ -204,43 +210,33 @@ def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to
         strings = np.require(strings, requirements="W")  # torch wants writable arrays
         p_t, s_t = torch.from_numpy(prompts), torch.from_numpy(strings)
         # ours, then the GEMMs, then the references: the same order in every block
-        (m, c), st = measured(lambda: search_block(prompts, strings, csr, EDGES, screen=screen, threads=args.threads,
-                                                   device=device))
-        for key in st:
-            times["ours"][key].append(st[key])
+        (m, c), st = measured(partial(search_block, prompts, strings, csr, EDGES, screen=screen,
+                                      threads=args.threads, device=device))
+        record(times, "ours", st)
         if "gemm_full" in times:
             out = torch.empty((len(prompts), len(strings)), dtype=torch.float32)
-            _, st = measured(lambda: gemm_full(p_t, s_t, out))
-            for key in st:
-                times["gemm_full"][key].append(st[key])
+            record(times, "gemm_full", measured(partial(gemm_full, p_t, s_t, out))[1])
             del out
         if device.type == "cuda":
             p_d, s_d = p_t.to(device), s_t.to(device)
             gemm_on_device(p_d, s_d)  # warm
-            _, st = measured(lambda: gemm_on_device(p_d, s_d))
+            record(times, "gemm_tiled", measured(partial(gemm_on_device, p_d, s_d))[1])
             del p_d, s_d
         else:
-            _, st = measured(lambda: gemm_tiled(p_t, s_t, args.threads))
-        for key in st:
-            times["gemm_tiled"][key].append(st[key])
+            record(times, "gemm_tiled", measured(partial(gemm_tiled, p_t, s_t, args.threads))[1])
         if "bf16_tiled" in times:
-            pb, sb = p_t.bfloat16(), s_t.bfloat16()
-            _, st = measured(lambda: gemm_tiled(pb, sb, args.threads))
-            for key in st:
-                times["bf16_tiled"][key].append(st[key])
-            del pb, sb
+            record(times, "bf16_tiled", measured(partial(gemm_tiled, p_t.bfloat16(), s_t.bfloat16(), args.threads))[1])
         if "naive" in times:
-            (nm, nc), st = measured(lambda: naive_block(prompts[: len(naive_rows)], strings, counts, EDGES))
-            for key in st:
-                times["naive"][key].append(st[key])
+            (nm, nc), st = measured(partial(naive_block, prompts[: len(naive_rows)], strings, counts, EDGES))
+            record(times, "naive", st)
             bins_m, bins_c = cumulative_to_bins(nm), cumulative_to_bins(np.moveaxis(nc, 1, 2))
             same = (bins_m == m[: len(naive_rows)]) & (np.moveaxis(bins_c, 2, 1) == c[: len(naive_rows)]).all(-1)
             agree["naive_cells"] += same.size
             agree["naive_identical"] += int(same.sum())
         em, ec = search_block_bruteforce(prompts[check], strings, counts, EDGES)
         agree["bruteforce"] &= bool(np.array_equal(em, m[check]) and np.array_equal(ec, c[check]))
-        print(f"  {name} block {b}: " + ", ".join(f"{m} {t['wall'][-1]:.2f} s (CPU {t['cpu'][-1]:.1f})"
-                                                   for m, t in times.items())
+        print(f"  {name} block {b}: " + ", ".join(f"{k} {t['wall'][-1]:.2f} s (CPU {t['cpu'][-1]:.1f})"
+                                                   for k, t in times.items())
               + f" [naive: {len(naive_rows)} prompts]; load {os.getloadavg()[0]:.1f}", flush=True)
         del strings, prompts, p_t, s_t
     pairs = len(prompt_rows) * len(table) * cfg.n_layer

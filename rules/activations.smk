@@ -1,9 +1,3 @@
-def dump_input_table(wildcards):
-    if wildcards.set == "strings":
-        return rules.build_strings.output.strings
-    return results(f"strings/{wildcards.set}.parquet")
-
-
 rule dump_activations:
     input:
         weights=results("models/seed{seed}/model.safetensors"),
@@ -28,5 +22,7 @@ rule dump_activations:
         results("logs/dump_activations_seed{seed}_{set}.log"),
     benchmark:
         results("benchmarks/dump_activations_seed{seed}_{set}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/dump_activations.py"

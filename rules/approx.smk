@@ -22,6 +22,8 @@ rule tune_approximation:
         results("logs/tune_approximation_{mode}.log"),
     benchmark:
         results("benchmarks/tune_approximation_{mode}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/tune_approximation.py"
 
@@ -45,6 +47,8 @@ rule evaluate:
         results("logs/evaluate_{mode}.log"),
     benchmark:
         results("benchmarks/evaluate_{mode}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/evaluate.py"
 
@@ -70,6 +74,8 @@ rule case_studies:
         results("logs/case_studies.log"),
     benchmark:
         results("benchmarks/case_studies.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/case_studies.py"
 
@@ -85,5 +91,7 @@ rule hellinger_summary:
         modes=MODES,
     log:
         results("logs/hellinger_summary.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/hellinger_summary.py"

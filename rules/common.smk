@@ -14,6 +14,7 @@ def results(path):
 wildcard_constraints:
     seed=r"\d+",
 
+
 ANALYSIS = SETTINGS["analysis"]
 ORIGINAL = config["seeds"]["original"]
 ALTERNATES = config["seeds"]["alternates"]
@@ -38,3 +39,10 @@ def activations(seed, set_name):
         "blocks": [f"{base}/block{b}.parquet" for b in range(N_LAYER)],
         "logits": f"{base}/logits.parquet",
     }
+
+
+def dump_input_table(wildcards):
+    """The table of strings an activation dump reads: all strings, or one prompt set."""
+    if wildcards.set == "strings":
+        return rules.build_strings.output.strings
+    return results(f"strings/{wildcards.set}.parquet")

@@ -7,6 +7,8 @@ rule download_corpus:
         sha256=config["corpus_sha256"],
     log:
         results("logs/download_corpus.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/download_corpus.py"
 
@@ -24,5 +26,7 @@ rule tokenize:
         train_fraction=SETTINGS["train_fraction"],
     log:
         results("logs/tokenize.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/tokenize.py"

@@ -13,6 +13,8 @@ rule plot_loss_curves:
         original=config["seeds"]["original"],
     log:
         results("logs/plot_loss_curves.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_loss_curves.py"
 
@@ -21,14 +23,19 @@ rule plot_hellinger_histogram:
     input:
         tables=expand(results("evaluation/{mode}/hellinger.parquet"), mode=MODES),
     output:
-        figure=report(results("figures/hellinger_histogram.png"), caption="../report/hellinger_histogram.rst",
-                      category="Approximation"),
+        figure=report(
+            results("figures/hellinger_histogram.png"),
+            caption="../report/hellinger_histogram.rst",
+            category="Approximation",
+        ),
     params:
         modes=MODES,
         alternates=ALTERNATES,
         n_blocks=N_LAYER,
     log:
         results("logs/plot_hellinger_histogram.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_hellinger_histogram.py"
 
@@ -38,14 +45,17 @@ rule plot_threshold_sweep:
         sweeps=expand(results("approx/{mode}/threshold_sweep.csv"), mode=MODES),
         tuned=expand(results("approx/{mode}/tuned.json"), mode=MODES),
     output:
-        figure=report(results("figures/threshold_sweep.png"), caption="../report/threshold_sweep.rst",
-                      category="Approximation"),
+        figure=report(
+            results("figures/threshold_sweep.png"), caption="../report/threshold_sweep.rst", category="Approximation"
+        ),
     params:
         modes=MODES,
         paper_thresholds=config["paper_baseline"]["thresholds"],
         n_blocks=N_LAYER,
     log:
         results("logs/plot_threshold_sweep.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_threshold_sweep.py"
 
@@ -54,9 +64,12 @@ rule plot_case_studies:
     input:
         summary=rules.case_studies.output.summary,
     output:
-        figure=report(results("figures/case_studies.png"), caption="../report/case_studies.rst",
-                      category="Approximation"),
+        figure=report(
+            results("figures/case_studies.png"), caption="../report/case_studies.rst", category="Approximation"
+        ),
     log:
         results("logs/plot_case_studies.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/plot_case_studies.py"

@@ -9,5 +9,7 @@ rule sample:
         **config["sample"],
     log:
         results("logs/sample_seed{seed}.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/sample.py"

@@ -26,6 +26,8 @@ rule search_shard:
         results("logs/search_{mode}_{scatteritem}.log"),
     benchmark:
         results("benchmarks/search_{mode}_{scatteritem}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/search_shard.py"
 
@@ -55,5 +57,7 @@ rule verify_search:
         results("logs/verify_search.log"),
     benchmark:
         results("benchmarks/verify_search.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/verify_search.py"

@@ -19,5 +19,7 @@ rule build_strings:
         results("logs/build_strings.log"),
     benchmark:
         results("benchmarks/build_strings.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/build_strings.py"

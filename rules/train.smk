@@ -31,6 +31,8 @@ rule train_model:
         results("logs/train_seed{seed}.log"),
     benchmark:
         results("benchmarks/train_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/train_model.py"
 
@@ -44,5 +46,7 @@ rule training_summary:
         original=config["seeds"]["original"],
     log:
         results("logs/training_summary.log"),
+    conda:
+        "../envs/tinylens.yaml"
     script:
         "../scripts/training_summary.py"

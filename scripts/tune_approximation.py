@@ -2,14 +2,13 @@
 
 import csv
 import io
-
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from tinylens.activations import load_logits
-from tinylens.approx import grid_index, hellinger, approximate, single_block_sweep, softmax, split_masks, tune
+from tinylens.approx import approximate, grid_index, hellinger, single_block_sweep, softmax, split_masks, tune
 from tinylens.atomic import write_json, write_text
 from tinylens.logs import log_to
 from tinylens.model import ModelConfig

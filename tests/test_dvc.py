@@ -20,8 +20,11 @@ import pytest
 pytestmark = pytest.mark.workflow
 
 OUTS = ["data", "models", "samples", "strings", "activations", "search", "approx", "evaluation",
-        "case_studies", "figures", "metrics"]
+        "case_studies", "figures", "metrics",
+        "circuits"]  # circuits family
 HEAVY = ("train_model", "dump_activations", "search_shard")
+CIRCUITS_PLOTS = {"plot_composition_heatmaps", "plot_composition_symmetry", "plot_composition_kendall_tau",
+                  "plot_composition_over_training", "plot_composition_across_seeds"}
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -104,8 +107,9 @@ def test_local_remote_round_trip_regenerates_figures_without_heavy_jobs(origin, 
               f"corpus_url={corpus_path}", cwd=clone)
     ran = set(re.findall(r"^(\w+)\s+\d+$", (proc.stdout + proc.stderr).split("Job stats:")[1].split("\n\n")[0], re.M))
     assert ran - {"job", "total", "all"} == {"plot_loss_curves", "plot_hellinger_histogram", "plot_threshold_sweep",
-                                             "plot_case_studies"}
-    assert len(list((clone / "results/test/figures").glob("*.png"))) == 4
+                                             "plot_case_studies",
+                                             *CIRCUITS_PLOTS}
+    assert len(list((clone / "results/test/figures").glob("*.png"))) == 4 + len(CIRCUITS_PLOTS)
     sh(sys.executable, "-m", "snakemake", "--report", "report.html", "--config", "preset=test", cwd=clone)
     assert "case_studies.png" in (clone / "report.html").read_text(errors="ignore")
 

@@ -4,7 +4,15 @@ import pytest
 import torch
 
 from tinylens.interventions import (
-    all_hook_names, drop_attention, drop_feedforward, head_outputs, head_weights, hook_name, replace, run, scale,
+    all_hook_names,
+    drop_attention,
+    drop_feedforward,
+    head_outputs,
+    head_weights,
+    hook_name,
+    replace,
+    run,
+    scale,
 )
 from tinylens.model import ModelConfig, Transformer
 

@@ -112,3 +112,21 @@ def unigram(ids: np.ndarray | torch.Tensor, vocab_size: int) -> np.ndarray:
         raise ValueError(f"token ids must lie in 0..{vocab_size - 1}, found {ids.min()}..{ids.max()}")
     counts = np.bincount(ids.ravel().astype(np.int64), minlength=vocab_size).astype(np.float64)
     return counts / counts.sum()
+
+
+def kendall_tau(x, y) -> float:
+    """Kendall's tau-b rank correlation of two equally long 1-D sequences (ties counted as
+    scipy.stats.kendalltau does): 1 for the same order, -1 for the reverse. O(n^2) memory and time,
+    meant for up to a few thousand items."""
+    x, y = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"kendall_tau needs sequences of equal length, got {x.size} and {y.size}")
+    if x.size < 2:
+        raise ValueError("kendall_tau needs at least two items")
+    iu = np.triu_indices(x.size, k=1)
+    dx = np.sign(x[:, None] - x[None, :])[iu]
+    dy = np.sign(y[:, None] - y[None, :])[iu]
+    n_x, n_y = np.count_nonzero(dx), np.count_nonzero(dy)  # pairs not tied in x, in y
+    if n_x == 0 or n_y == 0:
+        return float("nan")
+    return float((dx * dy).sum() / np.sqrt(float(n_x) * float(n_y)))

@@ -1,0 +1,14 @@
+"""Figure: K-composition of the strongest pairs over training, every seed (rule plot_composition_over_training)."""
+
+import polars as pl
+
+from tinylens.circuits.composition import SCORES_SCHEMA
+from tinylens.circuits.plots import plot_composition_over_training
+from tinylens.logs import log_to
+from tinylens.tables import read_table
+
+with log_to(snakemake.log[0]) as log:
+    p = snakemake.params
+    over = {seed: pl.from_arrow(read_table(path, SCORES_SCHEMA)) for seed, path in zip(p.seeds, snakemake.input.tables)}
+    plot_composition_over_training(over, p.original, p.top_pairs, snakemake.output.figure)
+    log.info("wrote %s", snakemake.output.figure)

@@ -1,0 +1,95 @@
+"""The family's headline numbers (``metrics/circuits.json``), with the source's beside ours."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from tinylens.circuits.composition import KINDS
+from tinylens.circuits.training import VARIANTS, across_seeds, formation, top_pairs, variant_name
+
+#: A transformation "leaves the real model unchanged" when no logit moves by more than this
+#: (float64 throughout, so rounding gives ~1e-13; LayerNorm's eps makes a scaling move the logits
+#: by more, which the eps = 0 check separates).
+SURVIVAL_TOLERANCE = 1e-4
+
+CURVE_FREE = ("pair", "final_score", "final_z", "formed_at", "half_rise_at")
+
+SOURCE = {
+    "document": "003, 'Why Is Measuring Composition So Difficult?' (method.md §9)",
+    "score": "||L R||_F / (||L||_F ||R||_F), L = W_OV^A; R = W_QK^B (Q), W_QK^B^T (K), W_OV^B (V)",
+    "gaussian_baseline_paper_d_model": {"d_model": 384, "value": round(1 / math.sqrt(384), 4),
+                                        "note": "about 1/sqrt(d_model) for random Gaussian matrices"},
+    "claims": [
+        "ignoring LayerNorm, W_E -> W_E T, writers -> W T, readers -> T^-1 W gives the same model",
+        "residual-basis scores are invariant under orthogonal T and change under a general T",
+        "token-basis scores are invariant under every T",
+        "with LayerNorm kept only orthogonal T that fix the all-ones direction, and scalings "
+        "absorbed by the gain, leave the model unchanged",
+    ],
+}
+
+
+def symmetry_digest(summary: dict[str, dict]) -> dict[str, dict]:
+    """Per T: the numbers of the Kendall-tau table (residual basis), the largest token-basis score
+    change, the logit changes, and whether the real model survives with LayerNorm kept."""
+    out = {}
+    for name in summary:
+        e = summary[name]
+        res, tok = e["scores"]["residual"], e["scores"]["token"]
+        out[name] = {
+            "condition_number": e["condition_number"],
+            "orthogonal": e["orthogonal"],
+            "fixes_ones": e["fixes_ones"],
+            "kendall_tau": {k: res[k]["kendall_tau"] for k in KINDS},
+            "max_rank_change": {k: res[k]["max_rank_change"] for k in KINDS},
+            "residual_max_abs_score_change": max(res[k]["max_abs_change"] for k in KINDS),
+            "token_max_abs_score_change": max(tok[k]["max_abs_change"] for k in KINDS),
+            "layernorm_free_max_logit_change": e["layernorm_free_max_logit_change"],
+            "real_fold_max_logit_change": e["real_fold_max_logit_change"],
+            "real_untouched_max_logit_change": e["real_untouched_max_logit_change"],
+            "real_fold_eps0_max_logit_change": e["real_fold_eps0_max_logit_change"],
+            "real_max_abs_logit": e["real_max_abs_logit"],
+            "real_model_survives": e["real_fold_max_logit_change"] <= SURVIVAL_TOLERANCE,
+            "real_model_survives_without_eps": e["real_fold_eps0_max_logit_change"] <= SURVIVAL_TOLERANCE,
+        }
+    return out
+
+
+def summarize(final: pl.DataFrame, over_training: dict[int, pl.DataFrame], symmetry: dict[str, dict],
+              original: int, n_layer: int, n_head: int, d_model: int, n: int) -> dict:
+    """metrics/circuits.json: top pairs of the original model with baselines, baselines, agreement
+    across seeds, the symmetry test, and when the strongest K-composition pairs form."""
+    orig = final.filter(pl.col("seed") == original)
+    baselines = {}
+    for basis, layernorm in VARIANTS:
+        sel = orig.filter((pl.col("basis") == basis) & (pl.col("layernorm") == layernorm))
+        baselines[variant_name(basis, layernorm)] = {
+            k: {"mean": float(s["baseline_mean"].mean()), "std": float(s["baseline_std"].mean()),
+                "mean_score_all_pairs": float(s["score"].mean())}
+            for k in KINDS if (s := sel.filter(pl.col("kind") == k)).height}
+    digest = symmetry_digest(symmetry)
+    survivors = [t for t, e in digest.items() if e["real_model_survives"]]
+    up_to_eps = [t for t, e in digest.items() if e["real_model_survives_without_eps"] and t not in survivors]
+    return {
+        "source": SOURCE,
+        "original_seed": original,
+        "shape": {"d_model": d_model, "n_layer": n_layer, "n_head": n_head,
+                  "pairs": n_head * n_head * n_layer * (n_layer - 1) // 2,
+                  "gaussian_1_over_sqrt_d_model": 1 / math.sqrt(d_model)},
+        "top_pairs": top_pairs(orig, n),
+        "baselines": baselines,
+        "across_seeds": across_seeds(final, original, n_layer, n),
+        "symmetry": digest,
+        "symmetry_result": {
+            "real_model_survives_with_layernorm": survivors,
+            "real_model_survives_up_to_layernorm_eps": up_to_eps,
+            "real_model_changes_with_layernorm": [t for t in digest if t not in survivors + up_to_eps],
+            "tolerance_max_logit_change": SURVIVAL_TOLERANCE,
+            "layernorm_handling": "gains folded into the readers, bias moved as b T, gain set to |det T|^(1/d)",
+        },
+        "over_training": {str(seed): {v: [{k: p[k] for k in CURVE_FREE} for p in pairs]
+                                      for v, pairs in formation(df, n).items()}
+                          for seed, df in over_training.items()},
+    }

@@ -1,0 +1,124 @@
+"""The workflow on a real (single-node) SLURM cluster, through profiles/slurm."""
+
+import os
+import re
+import subprocess
+import time
+from collections import Counter
+
+import pyarrow.parquet as pq
+import pytest
+from safetensors.torch import load_file
+
+import slurm_cluster
+from conftest import snakemake_cmd
+
+pytestmark = pytest.mark.workflow
+
+# A slice of the core workflow that keeps the test near two minutes on 2 cores: the corpus and
+# tokenizer (grouped), the strings, two training jobs, their samples (grouped) and a
+# two-thread activation dump, so plain, grouped and multi-thread jobs all go through sbatch.
+TARGETS = [
+    "metrics/corpus.json",
+    "samples/seed1337.txt",
+    "samples/seed1442.txt",
+    "activations/seed1337/prompts_heldout/logits.parquet",
+]
+COMPARED = [
+    "metrics/corpus.json",
+    "strings/strings.parquet",
+    "strings/prompts_heldout.parquet",
+    "samples/seed1337.txt",
+    "samples/seed1442.txt",
+    "models/seed1337/model.safetensors",
+    "models/seed1442/model.safetensors",
+    "models/seed1337/loss.csv",
+    *(f"activations/seed1337/prompts_heldout/block{b}.parquet" for b in range(6)),
+    "activations/seed1337/prompts_heldout/logits.parquet",
+]
+
+
+def unavailable(reason):
+    """Skip where SLURM cannot run, but never in CI: .ci/run installs it."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must run the SLURM test: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    try:
+        import snakemake_executor_plugin_slurm  # noqa: F401
+    except ImportError:
+        unavailable('snakemake-executor-plugin-slurm not installed (pip install -e ".[slurm]")')
+    try:
+        started = slurm_cluster.start(tmp_path / "slurm")
+    except slurm_cluster.Unavailable as err:
+        unavailable(str(err))
+    yield started
+    started.stop()
+
+
+def same_file(ours, theirs):
+    if ours.suffix == ".safetensors":
+        a, b = load_file(ours), load_file(theirs)
+        return a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
+    if ours.suffix == ".parquet":
+        return pq.read_table(ours).equals(pq.read_table(theirs))
+    if ours.suffix == ".csv":  # loss.csv: everything but the wall-clock column
+        def drop_elapsed(path):
+            rows = [line.split(",") for line in path.read_text().splitlines()]
+            keep = [i for i, name in enumerate(rows[0]) if name != "elapsed_s"]
+            return [[row[i] for i in keep] for row in rows]
+        return drop_elapsed(ours) == drop_elapsed(theirs)
+    return ours.read_bytes() == theirs.read_bytes()
+
+
+def test_workflow_runs_through_the_slurm_profile(cluster, finished_run, repo, tmp_path, test_config):
+    workdir = tmp_path / "run"
+    cmd = snakemake_cmd(
+        repo, workdir,
+        "--profile", str(repo / "profiles/slurm"),
+        # The test cluster: no accounting database, so squeue answers for job states; poll
+        # often; keep every job's log to show what ran inside it; --cores is its node's CPUs,
+        # which caps what a group job asks for.
+        "--cores", str(cluster.cpus),
+        "--slurm-status-command", "squeue",
+        "--slurm-init-seconds-before-status-checks", "2",
+        "--slurm-keep-successful-logs",
+        *(f"results/test/{t}" for t in TARGETS),
+        config=test_config,
+    )
+    started = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    wall = time.monotonic() - started
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"{out[-6000:]}\n{cluster.logs()}"
+
+    # Every job the DAG planned ran inside a SLURM job that went through sbatch.
+    table = out.split("Job stats:")[1].split("\n\n")[0]
+    planned = Counter({rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", table, flags=re.M)
+                       if rule != "total"})
+    assert planned["train_model"] == 2 and planned["sample"] == 2, planned
+    submitted = {int(i): log for i, log in re.findall(r"has been submitted with SLURM jobid (\d+) \(log: (\S+)\)\.", out)}
+    run_id = re.search(r"SLURM run ID: (\S+)", out).group(1)
+    records = {int(r["JobId"]): r for r in cluster.job_records() if r.get("Name") == run_id}
+    assert set(records) == set(submitted), (sorted(records), sorted(submitted))
+    assert all(r["JobState"] == "COMPLETED" for r in records.values()), records
+    ran = Counter()
+    for log in submitted.values():
+        ran.update(re.findall(r"^\s*rule (\w+):", open(log).read(), flags=re.M))
+    assert ran == planned, (ran, planned)
+    # Small jobs were grouped: fewer sbatch jobs than rule jobs, the samples in one.
+    assert len(submitted) < sum(planned.values())
+    assert sum("group_samples" in log for log in submitted.values()) == 1
+    # Resources came from the rules: the dump's two threads, the training job's memory and time.
+    dump = next(r for i, r in records.items() if "dump_activations" in submitted[i])
+    assert dump["ProcCnt"] == "2" and "mem=4000M" in dump["Tres"], dump
+    train = [r for i, r in records.items() if "train_model" in submitted[i]]
+    assert len(train) == 2 and all(r["TimeLimit"] == "10" and "mem=1000M" in r["Tres"] for r in train), train
+
+    # The results equal the local run's.
+    for path in COMPARED:
+        assert same_file(workdir / "results/test" / path, finished_run / path), path
+    print(f"SLURM run: {wall:.0f} s wall, {len(submitted)} sbatch jobs for {sum(planned.values())} rule jobs")
