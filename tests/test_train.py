@@ -96,6 +96,6 @@ def test_compiled_steps_train_the_same_model(tmp_path):
 
 def test_a_non_finite_loss_stops_training_between_evaluations(tmp_path):
     cfg = TrainConfig(seed=5, batch_size=4, phases=(Phase(40, 1e9),), eval_interval=40, eval_iters=1)
-    with pytest.raises(FloatingPointError, match="lower the learning rate"):
+    with pytest.raises(FloatingPointError, match="training loss became .* at step [1-9]"):  # not the final estimate
         train(TINY, cfg, periodic_ids(400)[:300], periodic_ids(400)[300:], tmp_path / "w", progress=False,
               check_every=5)
