@@ -26,7 +26,7 @@ Two screens, both exact after their re-checks:
 - ``bfloat16``: the tile is a bfloat16 product of bfloat16-rounded unit
   vectors, for CPUs with bf16 dot-product instructions (AVX512-BF16, AMX),
   where it runs about four times faster than float32. Its bound is about
-  0.008 (:func:`screen_margin`); each candidate gets a float32 dot product of
+  0.01 (:func:`screen_margin`); each candidate gets a float32 dot product of
   the original vectors, then the float32 path above.
 
 On a CPU each worker thread owns a set of prompt rows and loops over string
@@ -490,7 +490,7 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
                 rows = len(p_tile)
                 cand = np.empty(string_chunk, dtype=np.int64)
                 # int32 sums (a bin's count of one token is at most the text's length) keep the chunk's
-                # accumulators in cache: 128 prompts x 30 bins x 65 tokens x 4 bytes = 1 MB
+                # accumulators in cache: 256 prompts x 30 bins x 65 tokens x 4 bytes = 2 MB
                 m_chunk = np.zeros((rows, n_bins), dtype=np.int32)
                 c_chunk = np.zeros((rows, n_bins, vocab), dtype=np.int32)
                 buffers = {}
