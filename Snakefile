@@ -20,6 +20,7 @@ SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, SRC)
 os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p))
 
+from tinylens.atomic import remove_stale_temporaries
 from tinylens.config import validate_config
 
 
@@ -41,13 +42,23 @@ include: "rules/approx.smk"
 include: "rules/figures.smk"
 # --- circuits family ---
 include: "rules/circuits.smk"
-
-
 # --- end circuits family ---
+# --- superposition family ---
+include: "rules/superposition.smk"
+
+
+# --- end superposition family ---
+
+
+onstart:
+    # Temporaries that killed jobs of earlier runs left (`.tmp-*`, never a finished file).
+    remove_stale_temporaries(f"results/{PRESET}", recursive=True)
 
 
 rule all:
     input:
+        # intermediates too: a deleted shard or dump is noticed and remade, not silently missing
+        core_artifacts(),
         results("metrics/corpus.json"),
         results("metrics/training.json"),
         expand(results("samples/seed{seed}.txt"), seed=SEEDS),
@@ -60,4 +71,5 @@ rule all:
         results("metrics/hellinger.json"),
         results("metrics/headline.json"),
         CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
+        SUPERPOSITION_TARGETS,  # superposition family (rules/superposition.smk)
     default_target: True

@@ -15,9 +15,10 @@ rule dump_activations:
         device=config["device"],
     threads: ANALYSIS["dump_threads"]
     resources:
-        mem_mb=4000,
-        runtime=60,
-        gpu=TRAIN["resources"]["gpu"],
+        # the table and its token ids in memory; activations stream out batch by batch
+        mem_mb=per_row("table", 850, 1900 + 4 * D_MODEL),
+        runtime=per_row("table", 5, row_seconds=1.5e-3 * max(1, D_MODEL / 64)),
+        gpu=TRAIN["resources"]["gpu"],  # the preset's: a GPU where training has one
     log:
         results("logs/dump_activations_seed{seed}_{set}.log"),
     benchmark:

@@ -1,9 +1,6 @@
-SEARCH_SHARDS = gather.search(results("search/{{mode}}/shard_{scatteritem}.parquet"))
-
-
 rule tune_approximation:
     input:
-        shards=SEARCH_SHARDS,
+        shards=search_shards(),
         prompts=results("strings/prompts_{mode}.parquet"),
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
         logits=results(f"activations/seed{ORIGINAL}/prompts_{{mode}}/logits.parquet"),
@@ -16,8 +13,9 @@ rule tune_approximation:
         paper=config["paper_baseline"],
         rounds=ANALYSIS["tune_rounds"],
     resources:
-        mem_mb=4000,
-        runtime=30,
+        # per prompt: blocks x bins x vocab counts, a few int64/float64 copies
+        mem_mb=per_row("prompts", 500, 64 * N_LAYER * N_BINS * 65),
+        runtime=per_row("prompts", 5, row_seconds=0.02 * ANALYSIS["tune_rounds"]),
     log:
         results("logs/tune_approximation_{mode}.log"),
     benchmark:
@@ -30,8 +28,9 @@ rule tune_approximation:
 
 rule evaluate:
     input:
-        shards=SEARCH_SHARDS,
+        shards=search_shards(),
         prompts=results("strings/prompts_{mode}.parquet"),
+        strings=rules.build_strings.output.strings,
         tuned=rules.tune_approximation.output.tuned,
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
         logits=expand(results("activations/seed{seed}/prompts_{{mode}}/logits.parquet"), seed=SEEDS),
@@ -43,6 +42,14 @@ rule evaluate:
         grid=config["threshold_grid"],
         seeds=SEEDS,
         original=ORIGINAL,
+    resources:
+        # the string table (for in_train), and per prompt blocks x bins x vocab counts
+        mem_mb=lambda wc, input: int(
+            550
+            + (table_rows(input.strings) * STRING_BYTES + table_rows(input.prompts) * 48 * N_LAYER * N_BINS * 65)
+            / 2**20
+        ),
+        runtime=5,
     log:
         results("logs/evaluate_{mode}.log"),
     benchmark:
@@ -69,7 +76,8 @@ rule case_studies:
         length=config["substring_length"],
         min_cosine=config["threshold_grid"]["start"],
     resources:
-        mem_mb=4000,
+        mem_mb=per_row("strings", 450, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL),
+        runtime=per_row("strings", 5, row_seconds=1e-5 * N_LAYER),
     log:
         results("logs/case_studies.log"),
     benchmark:
@@ -89,8 +97,13 @@ rule hellinger_summary:
         headline=results("metrics/headline.json"),
     params:
         modes=MODES,
+    resources:
+        mem_mb=400,
+        runtime=5,
     log:
         results("logs/hellinger_summary.log"),
+    benchmark:
+        results("benchmarks/hellinger_summary.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:

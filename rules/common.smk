@@ -1,5 +1,8 @@
-# Shared by every stage: the active preset, output paths, wildcard constraints.
+# Shared by every stage: the active preset, output paths, wildcard constraints, resources.
+import os
+
 from tinylens.config import active_preset, all_seeds
+from tinylens.strings import MODES as PROMPT_MODES
 
 PRESET = config["preset"]
 SETTINGS = active_preset(config)
@@ -15,10 +18,11 @@ wildcard_constraints:
     seed=r"\d+",
 
 
+TRAIN = SETTINGS["train"]
 ANALYSIS = SETTINGS["analysis"]
 ORIGINAL = config["seeds"]["original"]
 ALTERNATES = config["seeds"]["alternates"]
-MODES = ["corpus", "heldout"]
+MODES = list(PROMPT_MODES)  # defined once, in tinylens.strings
 N_LAYER = SETTINGS["model"]["n_layer"]
 PROMPT_SETS = [f"prompts_{mode}" for mode in MODES]
 
@@ -46,3 +50,77 @@ def dump_input_table(wildcards):
     if wildcards.set == "strings":
         return rules.build_strings.output.strings
     return results(f"strings/{wildcards.set}.parquet")
+
+
+def search_shards(mode=None):
+    """Every search shard of ``mode`` (None: of the rule's {mode} wildcard)."""
+    mode = "{{mode}}" if mode is None else mode
+    return gather.search(results(f"search/{mode}/shard_{{scatteritem}}.parquet"))
+
+
+# --- resources: memory and time of the data-sized rules grow with the rows of their tables ---
+D_MODEL = SETTINGS["model"]["n_embed"]
+N_BINS = config["threshold_grid"]["count"]
+PROMPTS_PER_SHARD = -(-ANALYSIS["n_prompts"] // ANALYSIS["search_shards"])
+#: Bytes per string of the string table in memory (next-token counts of both modes, CSR, the strings),
+#: and per string per activation value (a block read, its unit-vector copy, float64 chunks).
+STRING_BYTES, STRING_VALUE_BYTES = 1900, 16
+
+
+def table_rows(path):
+    """Rows of a Parquet table, from its footer. A table not made yet is a FileNotFoundError naming it,
+    which Snakemake reads as "resources to be determined" until its job has run."""
+    import errno
+
+    import pyarrow.parquet as pq
+
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "not made yet", str(path))
+    return pq.read_metadata(path).num_rows
+
+
+def per_row(table, base, row_bytes=0, row_seconds=0.0):
+    """Resources that grow with the rows of the input ``table`` (strings or prompts): ``mem_mb`` = base MB
+    plus ``row_bytes`` per row, or ``runtime`` = base minutes plus ``row_seconds`` per row. Coefficients
+    from the peaks of the test and small presets' benchmark records (docs/benchmarks.md)."""
+    if row_seconds:
+        return lambda wildcards, input: int(base + table_rows(input[table]) * row_seconds / 60)
+    return lambda wildcards, input: int(base + table_rows(input[table]) * row_bytes / 2**20)
+
+
+def core_artifacts():
+    """Every file of the core reproduction that a later step, a verification or a restore needs,
+    intermediates included, so `rule all` notices when one is missing (a deleted shard or dump)."""
+    files = [
+        results(f)
+        for f in ("data/corpus.txt", "data/tokenizer.json", "data/train.npy", "data/val.npy", "strings/strings.parquet")
+    ]
+    for seed in SEEDS:
+        model = results(f"models/seed{seed}")
+        files += [
+            f"{model}/{name}"
+            for name in (
+                "model.safetensors",
+                "config.json",
+                "tokenizer.json",
+                "metrics.json",
+                "loss.csv",
+                "checkpoints",
+            )
+        ]
+        for set_name in PROMPT_SETS:
+            dump = activations(seed, set_name)
+            files += [*dump["blocks"], dump["logits"]]
+    dump = activations(ORIGINAL, "strings")
+    files += [*dump["blocks"], dump["logits"]]
+    for mode in MODES:
+        files += [
+            results(f"strings/prompts_{mode}.parquet"),
+            *search_shards(mode),
+            results(f"approx/{mode}/tuned.json"),
+            results(f"approx/{mode}/threshold_sweep.csv"),
+            results(f"evaluation/{mode}/hellinger.parquet"),
+            results(f"metrics/hellinger_{mode}.json"),
+        ]
+    files += [results("case_studies/summary.json"), results("case_studies/matches.parquet")]
+    return files

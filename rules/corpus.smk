@@ -5,8 +5,13 @@ rule download_corpus:
         # The checksum, not the URL, decides the content: pointing corpus_url at
         # an offline copy of the same file must not trigger a rerun.
         sha256=config["corpus_sha256"],
+    resources:
+        mem_mb=200,
+        runtime=10,
     log:
         results("logs/download_corpus.log"),
+    benchmark:
+        results("benchmarks/download_corpus.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -24,8 +29,13 @@ rule tokenize:
     params:
         corpus_chars=SETTINGS["corpus_chars"],
         train_fraction=SETTINGS["train_fraction"],
+    resources:
+        mem_mb=400,
+        runtime=5,
     log:
         results("logs/tokenize.log"),
+    benchmark:
+        results("benchmarks/tokenize.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:

@@ -11,8 +11,13 @@ rule plot_loss_curves:
     params:
         seeds=SEEDS,
         original=config["seeds"]["original"],
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_loss_curves.log"),
+    benchmark:
+        results("benchmarks/plot_loss_curves.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -32,8 +37,13 @@ rule plot_hellinger_histogram:
         modes=MODES,
         alternates=ALTERNATES,
         n_blocks=N_LAYER,
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_hellinger_histogram.log"),
+    benchmark:
+        results("benchmarks/plot_hellinger_histogram.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -52,8 +62,13 @@ rule plot_threshold_sweep:
         modes=MODES,
         paper_thresholds=config["paper_baseline"]["thresholds"],
         n_blocks=N_LAYER,
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_threshold_sweep.log"),
+    benchmark:
+        results("benchmarks/plot_threshold_sweep.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -67,8 +82,13 @@ rule plot_case_studies:
         figure=report(
             results("figures/case_studies.png"), caption="../report/case_studies.rst", category="Approximation"
         ),
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_case_studies.log"),
+    benchmark:
+        results("benchmarks/plot_case_studies.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:

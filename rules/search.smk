@@ -19,8 +19,8 @@ rule search_shard:
         device=config["device"],
     threads: ANALYSIS["search_threads"]
     resources:
-        mem_mb=8000,
-        runtime=120,
+        mem_mb=per_row("strings", 600, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL),
+        runtime=per_row("strings", 5, row_seconds=2e-7 * PROMPTS_PER_SHARD * N_LAYER * max(1, D_MODEL / 64)),
         gpu=TRAIN["resources"]["gpu"],
     log:
         results("logs/search_{mode}_{scatteritem}.log"),
@@ -34,16 +34,14 @@ rule search_shard:
 
 rule verify_search:
     input:
+        **{f"prompts_{mode}": results(f"strings/prompts_{mode}.parquet") for mode in MODES},
+        **{f"prompt_logits_{mode}": activations(ORIGINAL, f"prompts_{mode}")["logits"] for mode in MODES},
+        **{f"shards_{mode}": search_shards(mode) for mode in MODES},
         strings=rules.build_strings.output.strings,
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
         string_blocks=activations(ORIGINAL, "strings")["blocks"],
         string_logits=activations(ORIGINAL, "strings")["logits"],
-        prompts_corpus=results("strings/prompts_corpus.parquet"),
-        prompts_heldout=results("strings/prompts_heldout.parquet"),
-        prompt_logits=[activations(ORIGINAL, s)["logits"] for s in PROMPT_SETS],
         prompt_blocks=[f for s in PROMPT_SETS for f in activations(ORIGINAL, s)["blocks"]],
-        corpus_shards=gather.search(results("search/corpus/shard_{scatteritem}.parquet")),
-        heldout_shards=gather.search(results("search/heldout/shard_{scatteritem}.parquet")),
     output:
         report=results("metrics/search_verification.json"),
     params:
@@ -52,7 +50,9 @@ rule verify_search:
         seed=config["prompt_seed"],
         grid=config["threshold_grid"],
     resources:
-        mem_mb=8000,
+        # the dense float64 brute force holds a few [verify_prompts strings] matrices
+        mem_mb=per_row("strings", 600, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL + 56 * ANALYSIS["verify_prompts"]),
+        runtime=per_row("strings", 5, row_seconds=2e-6 * ANALYSIS["verify_prompts"] * N_LAYER * len(MODES)),
     log:
         results("logs/verify_search.log"),
     benchmark:

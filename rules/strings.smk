@@ -13,7 +13,8 @@ rule build_strings:
         tune_fraction=ANALYSIS["tune_fraction"],
         seed=config["prompt_seed"],
     resources:
-        mem_mb=4000,
+        # index arrays and counts over every window of the text: about 900 bytes per token
+        mem_mb=lambda wc, input: int(400 + 900 * (os.path.getsize(input.train) + os.path.getsize(input.val)) / 2**20),
         runtime=10,
     log:
         results("logs/build_strings.log"),

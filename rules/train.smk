@@ -1,6 +1,3 @@
-TRAIN = SETTINGS["train"]
-
-
 rule train_model:
     input:
         train=rules.tokenize.output.train,
@@ -44,8 +41,13 @@ rule training_summary:
         summary=results("metrics/training.json"),
     params:
         original=config["seeds"]["original"],
+    resources:
+        mem_mb=400,
+        runtime=5,
     log:
         results("logs/training_summary.log"),
+    benchmark:
+        results("benchmarks/training_summary.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:

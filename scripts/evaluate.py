@@ -1,51 +1,45 @@
 """Per-prompt Hellinger distances and their summary, for one prompt mode (rule evaluate)."""
 
-import json
 from pathlib import Path
 
-import numpy as np
-
 from tinylens.activations import load_logits
-from tinylens.approx import describe, evaluate, grid_index, hellinger_schema, softmax, split_masks
-from tinylens.atomic import write_json
+from tinylens.approx import (
+    evaluate,
+    evaluation_summary,
+    hellinger_schema,
+    in_train_text,
+    paper_setting,
+    softmax,
+    summary_for_prompts,
+    tuned_setting,
+)
+from tinylens.atomic import read_json, write_json
 from tinylens.logs import log_to
 from tinylens.model import ModelConfig
-from tinylens.search import cumulative, load_summary, threshold_edges
-from tinylens.strings import load_prompts
+from tinylens.search import cumulative, threshold_edges
+from tinylens.strings import load_prompts, load_strings
 from tinylens.tables import write_table
 
 with log_to(snakemake.log[0]) as log:
     p, inp, out = snakemake.params, snakemake.input, snakemake.output
     cfg = ModelConfig.from_json(inp.model_config)
     edges = threshold_edges(**p.grid)
-    _, matches, counts = load_summary(inp.shards, cfg.n_layer, len(edges), cfg.vocab_size)
     prompts = load_prompts(inp.prompts)
-    tuned = json.loads(Path(inp.tuned).read_text())
-    logits = {seed: load_logits(Path(path).parent, cfg.vocab_size) for seed, path in zip(p.seeds, inp.logits)}
-    q = softmax(logits[p.original])
-    paper = None
-    if "paper_values" in tuned:
-        paper = (grid_index(tuned["paper_values"]["thresholds"], edges), np.asarray(tuned["paper_values"]["weights"]))
-    columns = evaluate(
-        cumulative(counts, axis=2, out=counts), cumulative(matches, axis=2, out=matches), q,
-        {s: softmax(logits[s]) for s in p.seeds if s != p.original},
-        (grid_index(tuned["thresholds"], edges), np.asarray(tuned["weights"])), paper)
+    n = len(prompts["prompt_id"])
+    matches, counts = summary_for_prompts(inp.shards, prompts["prompt_id"], cfg.n_layer, len(edges), cfg.vocab_size)
+    tuned = read_json(inp.tuned)
+    q = {seed: softmax(load_logits(Path(path).parent, cfg.vocab_size, n_rows=n)) for seed, path in zip(p.seeds, inp.logits)}
     alternates = [s for s in p.seeds if s != p.original]
-    write_table(out.table, hellinger_schema(alternates, cfg.n_layer), {**prompts, **columns})
-    log.info("wrote per-prompt distances of %d prompts to %s", len(q), out.table)
-
-    on_eval = split_masks(prompts["split"])["eval"]
-    summary = {
-        "mode": p.mode,
-        "split": "eval",
-        "approximation": describe(columns["hellinger_approx"][on_eval]),
-        "alternates": {str(s): describe(columns[f"hellinger_seed{s}"][on_eval]) for s in alternates},
-        "no_match_prompts": int(columns["no_match"][on_eval].sum()),
-        "thresholds": tuned["thresholds"],
-        "weights": tuned["weights"],
-    }
-    if paper is not None:
-        summary["paper_values"] = describe(columns["hellinger_paper_values"][on_eval])
+    # in place: the counts are the run's largest array (no second copy of them)
+    columns = evaluate(cumulative(counts, axis=2, out=counts), cumulative(matches, axis=2, out=matches),
+                       q[p.original], {s: q[s] for s in alternates}, tuned_setting(tuned, edges),
+                       paper_setting(tuned["paper_values"], edges, cfg.n_layer) if "paper_values" in tuned else None)
+    table = load_strings(inp.strings, cfg.vocab_size)
+    in_train = in_train_text(prompts["string"], table.strings, table.in_train)
+    write_table(out.table, hellinger_schema(alternates, cfg.n_layer), {**prompts, "in_train": in_train, **columns})
+    log.info("wrote per-prompt distances of %d prompts to %s", n, out.table)
+    summary = evaluation_summary(columns, prompts["split"], in_train, alternates, tuned, p.mode)
     write_json(out.summary, summary)
-    log.info("%s mode: approximation mean H %.4f, alternates %s -> %s", p.mode, summary["approximation"]["mean"],
+    log.info("%s mode: approximation mean H %.4f (in the train text verbatim: %s of the prompts), alternates %s -> %s",
+             p.mode, summary["approximation"]["mean"], summary["verbatim_in_train"]["share"],
              {s: v["mean"] for s, v in summary["alternates"].items()}, out.summary)

@@ -1,23 +1,14 @@
 """Figure: mean Hellinger against the threshold, each block alone (rule plot_threshold_sweep)."""
 
-import csv
-import json
-from pathlib import Path
-
-import numpy as np
-
+from tinylens.approx import load_sweep
+from tinylens.atomic import read_json
 from tinylens.logs import log_to
 from tinylens.plots import plot_threshold_sweep
 
 with log_to(snakemake.log[0]) as log:
-    sweeps, tuned = {}, {}
-    for mode, sweep, tuned_path in zip(snakemake.params.modes, snakemake.input.sweeps, snakemake.input.tuned):
-        with open(sweep, newline="") as f:
-            rows = list(csv.DictReader(f))
-        sweeps[mode] = {k: np.array([float(r[k]) for r in rows]) for k in ("block", "threshold", "mean_hellinger")}
-        sweeps[mode]["block"] = sweeps[mode]["block"].astype(int)
-        tuned[mode] = json.loads(Path(tuned_path).read_text())
-    paper = snakemake.params.paper_thresholds
-    plot_threshold_sweep(sweeps, tuned, paper if len(paper) == snakemake.params.n_blocks else None,
-                         snakemake.output.figure)
+    p, inp = snakemake.params, snakemake.input
+    sweeps = {mode: load_sweep(path) for mode, path in zip(p.modes, inp.sweeps, strict=True)}
+    tuned = {mode: read_json(path) for mode, path in zip(p.modes, inp.tuned, strict=True)}
+    paper = p.paper_thresholds if len(p.paper_thresholds) == p.n_blocks else None
+    plot_threshold_sweep(sweeps, tuned, paper, snakemake.output.figure)
     log.info("wrote %s", snakemake.output.figure)

@@ -10,7 +10,7 @@ from tinylens.activations import load_block
 from tinylens.logs import log_to
 from tinylens.model import ModelConfig
 from tinylens.search import CountsCSR, search_prompts, threshold_edges, write_summary
-from tinylens.strings import load_prompts, load_strings
+from tinylens.strings import load_prompts, load_strings, prompt_shard
 from tinylens.train import select_device
 
 with log_to(snakemake.log[0]) as log:
@@ -19,13 +19,15 @@ with log_to(snakemake.log[0]) as log:
     cfg = ModelConfig.from_json(inp.model_config)
     table = load_strings(inp.strings, cfg.vocab_size)
     prompts = load_prompts(inp.prompts)
-    shard = np.array_split(np.arange(len(prompts["prompt_id"])), p.n_shards)[p.shard - 1]
-    log.info("%s mode, shard %d of %d: prompts %d..%d against %d strings",
-             p.mode, p.shard, p.n_shards, shard[0] if len(shard) else 0, shard[-1] if len(shard) else 0, len(table))
+    rows = prompt_shard(len(prompts["prompt_id"]), p.n_shards, p.shard)
+    ids = np.asarray(prompts["prompt_id"])[rows]
+    log.info("%s mode, shard %d of %d: %d prompts (ids %s..%s) against %d strings, %d threads",
+             p.mode, p.shard, p.n_shards, len(rows), ids.min(), ids.max(), len(table), snakemake.threads)
     members = table.members(p.mode)
     counts = CountsCSR.from_dense(table.counts(p.mode), members)
     prompt_dir, string_dir = Path(inp.prompt_logits).parent, Path(inp.string_logits).parent
-    prompt_blocks = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed)[shard] for b in range(cfg.n_layer)]
+    prompt_blocks = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed, n_rows=len(prompts["prompt_id"]))[rows]
+                     for b in range(cfg.n_layer)]
     device = select_device(p.device)
     log.info("searching on %s with %d threads", device, snakemake.threads)
     loading = []
@@ -41,6 +43,6 @@ with log_to(snakemake.log[0]) as log:
                                      device=device, threads=snakemake.threads)
     total = time.perf_counter() - start
     log.info("searched %d prompts x %d strings x %d blocks in %.1f s (+ %.1f s reading the string blocks)",
-             len(shard), len(table), cfg.n_layer, total - sum(loading), sum(loading))
-    write_summary(snakemake.output.shard, np.asarray(prompts["prompt_id"])[shard], matches, summed)
+             len(rows), len(table), cfg.n_layer, total - sum(loading), sum(loading))
+    write_summary(snakemake.output.shard, ids, matches, summed)
     log.info("wrote %s", snakemake.output.shard)

@@ -71,14 +71,93 @@ def test_paper_schedule_is_method_section_2(config):
     assert cfg.eval_interval == 500 and cfg.eval_iters == 200
 
 
+def _with(config, path, value):
+    bad = copy.deepcopy(config)
+    *parents, last = path.split(".")
+    node = bad
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return bad
+
+
+@pytest.mark.parametrize("grid, message", [
+    ({"start": 0.70, "step": 0.05, "count": 8}, r"'threshold_grid' .* gives edges 0\.7\.\.1\.05; every edge .* "
+                                                r"must lie in \(0, 1\]: with this start and step use count <= 7"),
+    ({"start": 0.0, "step": 0.01, "count": 30}, r"'threshold_grid' .* gives edges 0\.\.0\.29;"),
+    ({"start": 1.0, "step": 0.01, "count": 2}, r"edges 1\.\.1\.01; .* use count <= 1"),
+])
+def test_threshold_grid_edges_must_lie_in_zero_one(config, schema, grid, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_config(_with(config, "threshold_grid", grid), schema)
+
+
+def test_a_grid_ending_exactly_at_one_is_valid(config, schema):
+    validate_config(_with(config, "threshold_grid", {"start": 0.70, "step": 0.01, "count": 31}), schema)
+
+
+def test_paper_thresholds_must_lie_on_the_grid(config, schema):
+    # a grid from 0.70 by 0.02 misses 0.95, 0.85, 0.81 and 0.89 of the paper's thresholds
+    bad = _with(config, "threshold_grid", {"start": 0.70, "step": 0.02, "count": 15})
+    with pytest.raises(ConfigError, match=r"'paper_baseline\.thresholds' has \[0\.95, 0\.85, 0\.81, 0\.89\], which are not "
+                                          r"edges of 'threshold_grid' \(0\.7, 0\.72, \.\.\., 0\.98\)"):
+        validate_config(bad, schema)
+    with pytest.raises(ConfigError, match=r"'paper_baseline\.thresholds' has \[0\.955\]"):
+        validate_config(_with(config, "paper_baseline.thresholds", [0.955, 0.94, 0.85, 0.76, 0.81, 0.89]), schema)
+
+
+def test_paper_weights_are_non_negative_one_per_threshold_and_not_all_zero(config, schema):
+    with pytest.raises(ConfigError, match=r"'paper_baseline\.weights\.2'.*minimum of 0"):
+        validate_config(_with(config, "paper_baseline.weights", [0.01, 0.01, -0.1, 1.5, 6, 0.01]), schema)
+    with pytest.raises(ConfigError, match=r"'paper_baseline\.thresholds' \(6 values\) and 'paper_baseline\.weights' "
+                                          r"\(5 values\)"):
+        validate_config(_with(config, "paper_baseline.weights", [0.01, 0.01, 0.1, 1.5, 6]), schema)
+    with pytest.raises(ConfigError, match=r"'paper_baseline\.weights' \[0, 0, 0, 0, 0, 0\] must have a positive"):
+        validate_config(_with(config, "paper_baseline.weights", [0, 0, 0, 0, 0, 0]), schema)
+
+
+def test_verify_prompts_must_check_at_least_one_and_at_most_all(config, schema):
+    with pytest.raises(ConfigError, match=r"'presets\.test\.analysis\.verify_prompts': 0 is less than the minimum of 1"):
+        validate_config(_with(config, "presets.test.analysis.verify_prompts", 0), schema)
+    with pytest.raises(ConfigError, match=r"'presets\.test\.analysis\.verify_prompts' \(500\) exceeds "
+                                          r"'presets\.test\.analysis\.n_prompts' \(120\)"):
+        validate_config(_with(config, "presets.test.analysis.verify_prompts", 500), schema)
+
+
+def test_shards_and_splits_are_checked_against_the_prompt_count(config, schema):
+    with pytest.raises(ConfigError, match=r"'presets\.test\.analysis\.search_shards' \(200\) is more than "
+                                          r"'presets\.test\.analysis\.n_prompts' \(120\)"):
+        validate_config(_with(config, "presets.test.analysis.search_shards", 200), schema)
+    validate_config(_with(config, "presets.test.analysis.search_shards", 7), schema)  # 120 / 7: uneven is fine
+    with pytest.raises(ConfigError, match=r"'presets\.test\.analysis\.tune_fraction' \(0\.001\) of n_prompts \(120\) "
+                                          r"leaves 0 tuning and 120 evaluation prompts"):
+        validate_config(_with(config, "presets.test.analysis.tune_fraction", 0.001), schema)
+
+
+def test_case_study_prompts_must_have_the_substring_length(config, schema):
+    with pytest.raises(ConfigError, match=r"'case_study_prompts' has \['And only'\], which are not "
+                                          r"'substring_length' = 10 characters long"):
+        validate_config(_with(config, "case_study_prompts", ["And only l", "And only"]), schema)
+
+
+def test_every_problem_is_listed_at_once(config, schema):
+    bad = _with(_with(config, "threshold_grid", {"start": 0.9, "step": 0.1, "count": 5}),
+                "presets.small.analysis.search_shards", 5000)
+    with pytest.raises(ConfigError) as err:
+        validate_config(bad, schema)
+    assert "'threshold_grid'" in str(err.value) and "'presets.small.analysis.search_shards'" in str(err.value)
+
+
 def test_paper_short_is_the_paper_data_path_with_short_training(config):
-    """paper_short differs from paper only in the training budget and the CPU layout of the jobs."""
+    """paper_short differs from paper only in the training budget, the CPU layout of the jobs and the
+    strings' activation kinds (only the one the search reads)."""
     paper, short = config["presets"]["paper"], config["presets"]["paper_short"]
     assert short["model"] == paper["model"] and short["corpus_chars"] == paper["corpus_chars"]
-    layout = {"dump_batch_size", "dump_threads", "search_shards", "search_threads"}
+    layout = {"dump_batch_size", "dump_threads", "search_shards", "search_threads", "string_kinds"}
     assert {k: v for k, v in short["analysis"].items() if k not in layout} == \
         {k: v for k, v in paper["analysis"].items() if k not in layout}
     assert short["train"]["phases"][-1]["until"] <= 500 and short["train"]["resources"]["gpu"] == 0
     for name, preset in config["presets"].items():  # a 16 GB machine trains every CPU preset
         if not preset["train"]["resources"]["gpu"]:
             assert preset["train"]["resources"]["mem_mb"] <= 8192, name
+    assert short["analysis"]["string_kinds"] == ["ffwd_out"]

@@ -1,8 +1,11 @@
-"""Data versioning round trips: run, `dvc push`, fresh clone, `dvc pull`, restore, regenerate figures.
+"""Data versioning round trips: run, publish, fresh clone, `dvc pull`, restore, regenerate figures.
 
-The `test` preset's artifacts (from the session's workflow run) are committed
-to DVC in a throwaway git repository holding the project's files, pushed to a
-local directory remote and to an S3-compatible server (moto) on 127.0.0.1.
+The `test` preset's artifacts (from the session's workflow run) are published
+(`tinylens-publish`: dvc commit, dvc push, git commit of dvc.lock) from a
+throwaway git repository holding the project's files, to a local directory
+remote and to an S3-compatible server (moto) on 127.0.0.1. Every command that
+runs in a clone uses that clone's own package (PYTHONPATH), as a user's
+checkout would.
 """
 
 import filecmp
@@ -14,62 +17,56 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
+
+from tinylens import atomic
 
 pytestmark = pytest.mark.workflow
 
 OUTS = ["data", "models", "samples", "strings", "activations", "search", "approx", "evaluation",
         "case_studies", "figures", "metrics",
-        "circuits"]  # circuits family
-HEAVY = ("train_model", "dump_activations", "search_shard")
-CIRCUITS_PLOTS = {"plot_composition_heatmaps", "plot_composition_symmetry", "plot_composition_kendall_tau",
-                  "plot_composition_over_training", "plot_composition_across_seeds"}
+        "circuits",  # circuits family
+        "superposition"]  # superposition family
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 def sh(*cmd, cwd, check=True, env=None):
+    cwd = Path(cwd)
+    own = {"PYTHONPATH": str(cwd / "src")} if (cwd / "src/tinylens").is_dir() else {}
     proc = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **GIT_ENV, **S3_ENV, **(env or {})})
+                          env={**os.environ, **GIT_ENV, **S3_ENV, **own, **(env or {})})
     if check and proc.returncode != 0:
         pytest.fail(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
 
 
-def dvc(*args, cwd, check=True):
-    return sh(sys.executable, "-m", "dvc", *args, cwd=cwd, check=check)
+def dvc(*args, cwd, check=True, env=None):
+    return sh(sys.executable, "-m", "dvc", *args, cwd=cwd, check=check, env=env)
 
 
-def restore(cwd, corpus_path, check=True):
-    return sh(sys.executable, "-m", "tinylens.restore", "--preset", "test", "--config", f"corpus_url={corpus_path}",
+def restore(cwd, *config, check=True):
+    return sh(sys.executable, "-m", "tinylens.restore", "--preset", "test", *(["--config", *config] if config else []),
               cwd=cwd, check=check)
 
 
-def planned(cwd, corpus_path) -> str:
-    proc = sh(sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--config", "preset=test",
-              f"corpus_url={corpus_path}", cwd=cwd)
-    return proc.stdout + proc.stderr
+def publish(cwd, *args, check=True):
+    return sh(sys.executable, "-m", "tinylens.publish", "--preset", "test", *args, cwd=cwd, check=check)
 
 
-@pytest.fixture(scope="module")
-def origin(repo, finished_run, tmp_path_factory):
-    """A git repository with the project's files and the test preset's artifacts committed to DVC."""
-    origin = tmp_path_factory.mktemp("dvc") / "origin"
-    tracked = sh("git", "ls-files", cwd=repo).stdout.split()
-    for name in tracked:
-        if (repo / name).is_file():
-            (origin / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(repo / name, origin / name)
-    sh("git", "init", "-q", "-b", "main", cwd=origin)
-    sh("git", "add", "-A", cwd=origin)
-    sh("git", "commit", "-qm", "project", cwd=origin)
-    shutil.copytree(finished_run, origin / "results/test")
-    dvc("commit", "--force", "workflow@test", cwd=origin)  # adopt the run's outputs: no `dvc repro` needed
-    sh("git", "add", "-A", cwd=origin)
-    sh("git", "commit", "-qm", "artifacts of the test preset", cwd=origin)
-    return origin
+def snakemake(cwd, *args, check=True):
+    return sh(sys.executable, "-m", "snakemake", *args, "--config", "preset=test", cwd=cwd, check=check)
+
+
+def jobs_of(output: str) -> set[str]:
+    """Rules in Snakemake's job table (empty when nothing is to be done)."""
+    if "Job stats:" not in output:
+        return set()
+    table = output.split("Job stats:")[1].split("\n\n")[0]
+    return set(re.findall(r"^(\w+)\s+\d+$", table, re.M)) - {"job", "total", "all"}
 
 
 def use_remote(origin, name, url, **options):
@@ -81,37 +78,117 @@ def use_remote(origin, name, url, **options):
     sh("git", "commit", "-qam", f"remote {name}", cwd=origin)
 
 
-def round_trip(origin, clone, corpus_path):
-    dvc("push", "workflow@test", cwd=origin)
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return tmp_path_factory.mktemp("dvc-store") / "remote"
+
+
+@pytest.fixture(scope="module")
+def origin(repo, finished_run, tmp_path_factory, store):
+    """A maintainer's repository: the project's files, the test run's artifacts, published with one command."""
+    origin = tmp_path_factory.mktemp("dvc") / "origin"
+    tracked = sh("git", "ls-files", cwd=repo).stdout.split()
+    for name in tracked:
+        if (repo / name).is_file():
+            (origin / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(repo / name, origin / name)
+    sh("git", "init", "-q", "-b", "main", cwd=origin)
+    sh("git", "add", "-A", cwd=origin)
+    sh("git", "commit", "-qm", "project", cwd=origin)
+    use_remote(origin, "store", str(store))
+    shutil.copytree(finished_run, origin / "results/test")
+    out = publish(origin).stdout
+    assert "published preset 'test': dvc.lock committed, artifacts pushed" in out
+    assert sh("git", "status", "--porcelain", cwd=origin).stdout == ""  # dvc.lock is committed
+    assert "workflow@test" in sh("git", "show", "HEAD:dvc.lock", cwd=origin).stdout
+    assert sh("git", "log", "-1", "--format=%s", cwd=origin).stdout.strip() == "Artifacts of the test preset"
+    return origin
+
+
+def clone_of(origin, clone):
     sh("git", "clone", "-q", origin, clone, cwd=origin.parent)
+    return clone
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.fixture(scope="module")
+def user_clone(origin, tmp_path_factory):
+    """A user's clone after the README's commands: pull, restore; its package byte-compiled and run first."""
+    clone = clone_of(origin, tmp_path_factory.mktemp("user") / "tinylens")
+    # what running the package leaves beside its sources: byte code and numba's cache (a different
+    # machine's copy of them, as far as DVC's code hash is concerned)
+    sh(sys.executable, "-m", "compileall", "-q", "src", "scripts", cwd=clone)
+    sh(sys.executable, "-c", "import tinylens.search, tinylens.plots, tinylens.restore", cwd=clone)
+    (clone / "src/tinylens/__pycache__/search._bin_tile-118.py311.nbi").write_bytes(b"numba index")
+    assert list((clone / "src/tinylens/__pycache__").glob("*.pyc"))
     dvc("pull", "workflow@test", cwd=clone)
-    out = restore(clone, corpus_path).stdout
-    assert "no training, dumping or search" in out
+    # a killed job's leftover inside a pulled folder
+    stale = clone / f"results/test/search/corpus/.tmp-shard_1-of-2.parquet.{atomic._host()}.{dead_pid()}.x1"
+    stale.write_bytes(b"half a shard")
+    restored = restore(clone)  # the README's `tinylens-restore --preset test`, with this clone's package
+    assert "Snakemake now plans nothing" in restored.stdout
+    return clone
+
+
+def test_a_byte_compiled_clone_restores_to_identical_artifacts_and_plans_nothing(origin, user_clone):
     for name in OUTS:
-        left, right = origin / "results/test" / name, clone / "results/test" / name
+        left, right = origin / "results/test" / name, user_clone / "results/test" / name
         files = sorted(p.relative_to(left) for p in left.rglob("*") if p.is_file())
-        assert files == sorted(p.relative_to(right) for p in right.rglob("*") if p.is_file()), name
+        assert files == sorted(p.relative_to(right) for p in right.rglob("*")
+                               if p.is_file() and not p.name.startswith(".tmp-")), name
         match, mismatch, errors = filecmp.cmpfiles(left, right, [str(f) for f in files], shallow=False)
         assert not mismatch and not errors, (name, mismatch, errors)
-    plan = planned(clone, corpus_path)
-    assert not re.search(rf"^({'|'.join(HEAVY)})\s", plan, flags=re.M), plan[-2000:]
+    plan = snakemake(user_clone, "-n", "--cores", "1").stdout
+    assert jobs_of(plan) == set(), plan[-2000:]
 
 
-def test_local_remote_round_trip_regenerates_figures_without_heavy_jobs(origin, tmp_path, corpus_path):
-    use_remote(origin, "store", str(tmp_path / "remote"))
-    clone = tmp_path / "clone"
-    round_trip(origin, clone, corpus_path)
-    for figure in (clone / "results/test/figures").glob("*.png"):
+FIGURES = {
+    "loss_curves", "hellinger_histogram", "threshold_sweep", "case_studies",
+    # circuits family
+    "composition_heatmaps", "composition_symmetry", "composition_kendall_tau", "composition_over_training",
+    "composition_across_seeds",
+    # superposition family
+    "superposition_polygons", "superposition_phase_change", "superposition_loss_crossing",
+    "superposition_dimensionality", "superposition_fraction_histogram", "superposition_dimensionality_training",
+    "superposition_phase_diagram"}
+
+
+def test_figures_regenerate_without_heavy_jobs(user_clone):
+    figures = user_clone / "results/test/figures"
+    before = sorted(figures.glob("*.png"))
+    assert {f.stem for f in before} == FIGURES
+    for figure in before:
         figure.unlink()
-    proc = sh(sys.executable, "-m", "snakemake", "--cores", "2", "--config", "preset=test",
-              f"corpus_url={corpus_path}", cwd=clone)
-    ran = set(re.findall(r"^(\w+)\s+\d+$", (proc.stdout + proc.stderr).split("Job stats:")[1].split("\n\n")[0], re.M))
-    assert ran - {"job", "total", "all"} == {"plot_loss_curves", "plot_hellinger_histogram", "plot_threshold_sweep",
-                                             "plot_case_studies",
-                                             *CIRCUITS_PLOTS}
-    assert len(list((clone / "results/test/figures").glob("*.png"))) == 4 + len(CIRCUITS_PLOTS)
-    sh(sys.executable, "-m", "snakemake", "--report", "report.html", "--config", "preset=test", cwd=clone)
-    assert "case_studies.png" in (clone / "report.html").read_text(errors="ignore")
+    proc = snakemake(user_clone, "--cores", "2")  # the README's `snakemake --cores all`, on 2 cores
+    ran = jobs_of(proc.stdout + proc.stderr)
+    # exactly the figure rules (each figure <name>.png is drawn by rule plot_<name>), nothing upstream of them
+    assert ran == {f"plot_{f.stem}" for f in before}, ran
+    assert sorted(figures.glob("*.png")) == before
+    snakemake(user_clone, "--report", "report.html")
+    assert "case_studies.png" in (user_clone / "report.html").read_text(errors="ignore")
+
+
+def test_restore_refuses_other_code_or_config_and_unsafe_overrides(user_clone):
+    metadata = sorted(p.name for p in (user_clone / ".snakemake/metadata").iterdir())
+    for changed in ("src/tinylens/approx.py", "config/config.yaml"):
+        path = user_clone / changed
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n# an edit\n")
+        try:
+            refused = restore(user_clone, check=False)
+            assert refused.returncode == 1
+            assert "not those dvc.lock records" in refused.stderr
+            assert re.search(r"changed deps .*" + re.escape(changed.split("/")[0]), refused.stderr), refused.stderr
+        finally:
+            path.write_bytes(original)
+    refused = restore(user_clone, "seeds={original: 1, alternates: []}", check=False)
+    assert refused.returncode == 1 and "only corpus_url may be set" in refused.stderr
+    assert sorted(p.name for p in (user_clone / ".snakemake/metadata").iterdir()) == metadata
 
 
 def free_port() -> int:
@@ -143,39 +220,75 @@ def s3_server():
     server.wait(timeout=10)
 
 
-def test_s3_round_trip(origin, tmp_path, corpus_path, s3_server):
+def test_s3_round_trip(origin, tmp_path, s3_server):
     use_remote(origin, "s3", "s3://tinylens/artifacts", endpointurl=s3_server)
-    round_trip(origin, tmp_path / "clone", corpus_path)
+    dvc("push", "workflow@test", cwd=origin)
+    clone = clone_of(origin, tmp_path / "clone")
+    dvc("pull", "workflow@test", cwd=clone)
+    restore(clone)
+    for name in ("models", "search", "metrics"):
+        left, right = origin / "results/test" / name, clone / "results/test" / name
+        files = [str(p.relative_to(left)) for p in left.rglob("*") if p.is_file()]
+        assert filecmp.cmpfiles(left, right, files, shallow=False)[0] == files
 
 
-def test_unreachable_remote_is_a_clear_error_and_restore_changes_nothing(origin, tmp_path, corpus_path):
+def test_unreachable_remote_is_a_clear_error_and_restore_changes_nothing(origin, tmp_path):
     use_remote(origin, "gone", "s3://tinylens/artifacts", endpointurl=f"http://127.0.0.1:{free_port()}")
-    clone = tmp_path / "clone"
-    sh("git", "clone", "-q", origin, clone, cwd=tmp_path)
-    pull = dvc("pull", "workflow@test", cwd=clone, check=False)
+    clone = clone_of(origin, tmp_path / "clone")
+    # no retries: a refused connection fails at once instead of backing off for minutes
+    pull = dvc("pull", "workflow@test", cwd=clone, check=False, env={"AWS_MAX_ATTEMPTS": "1", "AWS_RETRY_MODE": "standard"})
     assert pull.returncode != 0
     assert re.search(r"failed to (pull|fetch)|could not connect|unable to connect", pull.stderr + pull.stdout, re.I)
-    refused = restore(clone, corpus_path, check=False)
+    refused = restore(clone, check=False)
     assert refused.returncode == 1
     assert "not those dvc.lock records" in refused.stderr and "dvc pull workflow@test" in refused.stderr
     assert not (clone / ".snakemake/metadata").exists()
 
 
-def test_corrupted_object_is_caught_before_anything_changes(origin, tmp_path, corpus_path):
-    remote = tmp_path / "remote"
-    use_remote(origin, "store", str(remote))
-    dvc("push", "workflow@test", cwd=origin)
+def test_no_published_artifacts_is_a_clear_error(origin, tmp_path):
+    clone = clone_of(origin, tmp_path / "clone")
+    (clone / "dvc.lock").unlink()  # a commit from before anything was published
+    refused = restore(clone, check=False)
+    assert refused.returncode == 1
+    assert "this checkout has no dvc.lock: no artifacts of preset 'test' were published" in refused.stderr
+    assert "tinylens-publish --preset test" in refused.stderr
+    assert not (clone / ".snakemake").exists()
+
+
+def test_corrupted_object_is_caught_before_anything_changes(origin, tmp_path, store):
+    use_remote(origin, "store", str(store))
     # Damage the stored copy of one file of the search summaries in the remote.
     target = origin / "results/test/search/corpus/shard_1-of-2.parquet"
     digest = hashlib.md5(target.read_bytes()).hexdigest()
-    stored = remote / "files/md5" / digest[:2] / digest[2:]
+    stored = store / "files/md5" / digest[:2] / digest[2:]
     assert stored.exists()
-    stored.write_bytes(stored.read_bytes()[: len(stored.read_bytes()) // 2])
-    clone = tmp_path / "clone"
-    sh("git", "clone", "-q", origin, clone, cwd=tmp_path)
-    pull = dvc("pull", "workflow@test", cwd=clone, check=False)
-    assert pull.returncode != 0 and "results/test/search" in pull.stderr  # the remote verifies downloads
-    refused = restore(clone, corpus_path, check=False)
+    good = stored.read_bytes()
+    stored.write_bytes(good[: len(good) // 2])
+    try:
+        clone = clone_of(origin, tmp_path / "clone")
+        pull = dvc("pull", "workflow@test", cwd=clone, check=False)
+        assert pull.returncode != 0 and "results/test/search" in pull.stderr  # the remote verifies downloads
+        refused = restore(clone, check=False)
+        assert refused.returncode == 1
+        assert "results/test/search" in refused.stderr and "not those dvc.lock records" in refused.stderr
+        assert not (clone / ".snakemake/metadata").exists()
+    finally:
+        stored.write_bytes(good)
+
+
+def test_an_incomplete_set_is_neither_published_nor_restored(user_clone):
+    """A shard deleted before `dvc commit`: DVC records the incomplete folder; tinylens refuses it."""
+    shard = user_clone / "results/test/search/heldout/shard_2-of-2.parquet"
+    shard.unlink()
+    refused = publish(user_clone, "--no-push", check=False)
     assert refused.returncode == 1
-    assert "results/test/search" in refused.stderr and "not those dvc.lock records" in refused.stderr
-    assert not (clone / ".snakemake/metadata").exists()
+    assert "not complete and up to date, so nothing was published" in refused.stderr
+    assert "results/test/search/heldout/shard_2-of-2.parquet (search_shard: missing)" in refused.stderr
+    dvc("commit", "--force", "workflow@test", cwd=user_clone)  # what a maintainer could do by hand
+    assert dvc("status", "workflow@test", cwd=user_clone).stdout.strip().endswith("up to date.")
+    before = {p: p.stat().st_mtime_ns for p in (user_clone / "results/test").rglob("*") if p.is_file()}
+    refused = restore(user_clone, check=False)
+    assert refused.returncode == 1
+    assert "dvc.lock records an incomplete set of artifacts for preset 'test'" in refused.stderr
+    assert "results/test/search/heldout/shard_2-of-2.parquet (search_shard: missing)" in refused.stderr
+    assert {p: p.stat().st_mtime_ns for p in (user_clone / "results/test").rglob("*") if p.is_file()} == before

@@ -7,8 +7,12 @@ from tinylens.corpus import CharTokenizer
 from tinylens.strings import (
     build_strings,
     heldout_candidates,
+    heldout_regions,
     load_strings,
+    prompt_sets,
+    prompt_shard,
     sample_prompts,
+    sample_split_prompts,
     save_strings,
     window_keys,
 )
@@ -216,3 +220,55 @@ def test_heldout_candidates():
     cands = heldout_candidates(text, 4)
     assert cands == sorted(set(cands))
     assert set(cands) == {text[i : i + 4] for i in range(len(text) - 3)}
+
+
+def test_heldout_regions_by_hand():
+    # cut at 0.5 * 12 = 6: "xabcab" | "cabyzz"
+    text = "xabcabcabyzz"
+    tune, held = heldout_regions(text, 3, 0.5)
+    # starts 0..3 lie before the cut (xab abc bca cab), 4..5 across it (abc bca), 6..9 after (cab aby byz yzz)
+    assert tune == ["xab"]  # abc, bca also straddle the cut; cab also occurs after it
+    assert held == ["aby", "byz", "yzz"]
+
+
+def occupied(text, strings, n):
+    """Character positions covered by any occurrence of any of ``strings`` in ``text``."""
+    wanted = set(strings)
+    covered = np.zeros(len(text), dtype=bool)
+    for i in range(len(text) - n + 1):
+        if text[i : i + n] in wanted:
+            covered[i : i + n] = True
+    return covered
+
+
+def test_heldout_evaluation_prompts_share_no_position_with_tuning_prompts(corpus_path):
+    text = corpus_path.read_text(encoding="utf-8")[:120_000]  # the test preset's slice
+    val = text[int(0.9 * len(text)):]
+    tok = CharTokenizer.fit(corpus_path.read_text(encoding="utf-8"))
+    ids = tok.encode(text)
+    table = build_strings(text, ids, N, tok.vocab_size, int(0.9 * len(ids)))
+    prompts = prompt_sets(table, val, N, 1000, 0.5, seed=0)["heldout"]
+    tune = [s for s, split in zip(prompts["string"], prompts["split"]) if split == "tune"]
+    held = [s for s, split in zip(prompts["string"], prompts["split"]) if split == "eval"]
+    assert len(tune) == len(held) == 500 and not set(tune) & set(held)
+    overlapping = [s for s in held if (occupied(val, [s], N) & occupied(val, tune, N)).any()]
+    assert overlapping == [], f"{len(overlapping)} of {len(held)} evaluation prompts overlap tuning prompts"
+
+
+def test_sample_split_prompts_draws_each_split_from_its_candidates():
+    out = sample_split_prompts(CANDIDATES[:20], CANDIDATES[20:], 10, 0.3, seed=1)
+    assert out["split"] == ["tune"] * 3 + ["eval"] * 7
+    assert set(out["string"][:3]) <= set(CANDIDATES[:20]) and set(out["string"][3:]) <= set(CANDIDATES[20:])
+    assert out["prompt_id"] == list(range(10))
+    assert out == sample_split_prompts(CANDIDATES[:20], CANDIDATES[20:], 10, 0.3, seed=1)
+    capped = sample_split_prompts(CANDIDATES[:2], CANDIDATES[20:], 10, 0.5, seed=1)
+    assert capped["split"] == ["tune"] * 2 + ["eval"] * 5
+
+
+def test_prompt_shards_cover_every_prompt_once():
+    shards = [prompt_shard(10, 3, k) for k in (1, 2, 3)]
+    assert [s.tolist() for s in shards] == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    with pytest.raises(ValueError, match="shards empty"):
+        prompt_shard(2, 3, 1)
+    with pytest.raises(ValueError, match="not one of 1..3"):
+        prompt_shard(10, 3, 0)

@@ -166,3 +166,44 @@ def test_fixed_size_list_of_the_wrong_width_is_rejected_beside_other_columns(tmp
     with pytest.raises(ValueError):  # 6 values do not fill lists of 4
         write_table(tmp_path / "t.parquet", SCHEMA, {**_columns(2), "vec": np.zeros((2, 3), np.float32)})
     assert not (tmp_path / "t.parquet").exists()
+
+
+# --- CSV through the table library; joins by id ---
+
+from tinylens.tables import align_ids, read_csv, write_csv  # noqa: E402
+
+CURVE = Schema("curve", {"step": pa.int64(), "loss": pa.float64(), "lr": pa.float64()})
+
+
+def test_csv_round_trip_has_a_plain_header_and_typed_columns(tmp_path):
+    path = tmp_path / "curve.csv"
+    write_csv(path, CURVE, {"step": [0, 100], "loss": [4.17, 2.5], "lr": [3e-3, 3e-4]})
+    assert path.read_text(encoding="utf-8") == "step,loss,lr\n0,4.17,0.003\n100,2.5,0.0003\n"
+    table = read_csv(path, CURVE)
+    assert table["step"].type == pa.int64() and table["step"].to_pylist() == [0, 100]
+    assert table["lr"].to_pylist() == [3e-3, 3e-4]
+
+
+def test_csv_with_other_columns_or_damage_names_the_file(tmp_path):
+    path = tmp_path / "curve.csv"
+    path.write_text("step,loss\n0,1.0\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"curve\.csv is not a tinylens curve table: its header is \['step', 'loss'\]"):
+        read_csv(path, CURVE)
+    path.write_text("step,loss,lr\n0,oops,1\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"curve\.csv is damaged"):
+        read_csv(path, CURVE)
+    with pytest.raises(FileNotFoundError, match="missing"):
+        read_csv(tmp_path / "absent.csv", CURVE)
+    with pytest.raises(ValueError, match="scalar columns only"):
+        write_csv(path, SCHEMA, _columns(2))
+
+
+def test_align_ids_reorders_and_refuses_what_does_not_line_up():
+    found = np.array([12, 10, 11])
+    rows = align_ids(found, np.array([10, 11, 12]), "shards", "prompts")
+    assert found[rows].tolist() == [10, 11, 12]
+    with pytest.raises(ValueError, match=r"shards does not line up with prompts: ids missing \[13\] \(1 in all\), "
+                                         r"unexpected ids \[\] \(0 in all\)"):
+        align_ids(found, np.array([10, 11, 12, 13]), "shards", "prompts")
+    with pytest.raises(ValueError, match=r"shards has repeated ids \[10\]"):
+        align_ids(np.array([10, 10, 11]), np.array([10, 11]), "shards", "prompts")

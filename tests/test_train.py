@@ -8,6 +8,16 @@ from tinylens.train import BatchSampler, Phase, TrainConfig, summarize_training,
 TINY = ModelConfig(vocab_size=8, block_size=8, n_embed=16, n_layer=2, n_head=2, dropout=0.1)
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models train fastest on one thread; and resume is bit-identical for the same thread count
+    (the README's promise), so every test here pins it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def periodic_ids(n: int) -> np.ndarray:
     """A perfectly predictable sequence: 0 1 2 ... 7 0 1 2 ..."""
     return (np.arange(n) % 8).astype(np.uint8)
@@ -47,23 +57,97 @@ def test_training_learns_and_writes_checkpoints(tmp_path):
     assert result.metrics["steps"] == 80 and result.metrics["tokens_seen"] == 80 * 8 * 8
 
 
-def test_resume_of_a_finished_run_returns_the_same_model(tmp_path):
-    cfg = TrainConfig(seed=2, batch_size=4, phases=(Phase(20, 1e-3),), eval_interval=10, eval_iters=1)
-    ids = periodic_ids(500)
-    first = train(TINY, cfg, ids[:400], ids[400:], tmp_path / "work", progress=False)
-    again = train(TINY, cfg, ids[:400], ids[400:], tmp_path / "work", progress=False)
-    for name, tensor in first.model.state_dict().items():
-        assert torch.equal(tensor, again.model.state_dict()[name])
-    assert again.history == first.history
+class Interrupted(Exception):
+    pass
 
 
-def test_resume_state_from_another_seed_is_refused(tmp_path):
+def train_interrupted_after(step, *args, **kwargs):
+    """Train, but die (as a killed job would) right after the checkpoint of ``step`` is written."""
+    import tinylens.train as train_module
+
+    real = train_module.save_weights
+
+    def save_then_die(path, model, *a, **k):
+        real(path, model, *a, **k)
+        if path.name == f"step_{step + 1:06d}.safetensors":  # the next checkpoint after the resume point
+            raise Interrupted
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(train_module, "save_weights", save_then_die)
+        with pytest.raises(Interrupted):
+            train(*args, **kwargs)
+
+
+RESUMABLE = TrainConfig(seed=2, batch_size=4, phases=(Phase(30, 1e-3), Phase(40, 1e-4)), eval_interval=10,
+                        eval_iters=1, checkpoint_steps=(0, 10, 17, 18, 25, 33, 34))
+RESUMABLE_MODEL = ModelConfig(vocab_size=8, block_size=8, n_embed=16, n_layer=2, n_head=2, dropout=0.1)
+
+
+def test_an_interrupted_run_resumes_to_bit_identical_weights(tmp_path):
     ids = periodic_ids(500)
-    cfg = TrainConfig(seed=2, batch_size=4, phases=(Phase(10, 1e-3),), eval_interval=10, eval_iters=1)
-    train(TINY, cfg, ids[:400], ids[400:], tmp_path / "work", progress=False)
-    other = TrainConfig(seed=3, batch_size=4, phases=(Phase(10, 1e-3),), eval_interval=10, eval_iters=1)
-    with pytest.raises(ValueError, match="different model or seed"):
-        train(TINY, other, ids[:400], ids[400:], tmp_path / "work", progress=False)
+    whole = train(RESUMABLE_MODEL, RESUMABLE, ids[:400], ids[400:], tmp_path / "whole", progress=False)
+    # die mid-phase 1 (after step 17's resume point) and again in phase 2, each time resuming
+    train_interrupted_after(17, RESUMABLE_MODEL, RESUMABLE, ids[:400], ids[400:], tmp_path / "work", progress=False)
+    assert torch.load(tmp_path / "work/resume.pt", weights_only=True)["step"] == 17
+    train_interrupted_after(33, RESUMABLE_MODEL, RESUMABLE, ids[:400], ids[400:], tmp_path / "work", progress=False)
+    resumed = train(RESUMABLE_MODEL, RESUMABLE, ids[:400], ids[400:], tmp_path / "work", progress=False)
+    for name, tensor in whole.model.state_dict().items():
+        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
+    def without_time(history):
+        return [{k: v for k, v in row.items() if k != "elapsed_s"} for row in history]
+
+    assert without_time(resumed.history) == without_time(whole.history)
+
+
+SHORT = TrainConfig(seed=2, batch_size=4, phases=(Phase(10, 1e-3), Phase(12, 1e-4)), eval_interval=10,
+                    eval_iters=1, checkpoint_steps=(0, 4, 5))
+
+
+def _interrupted(tmp_path, ids):
+    train_interrupted_after(4, RESUMABLE_MODEL, SHORT, ids[:400], ids[400:], tmp_path / "work", progress=False)
+    return tmp_path / "work"
+
+
+@pytest.mark.parametrize("change, key", [
+    (dict(phases=(Phase(10, 2e-3), Phase(12, 1e-4))), "train.phases"),  # learning rate
+    (dict(phases=(Phase(9, 1e-3), Phase(12, 1e-4))), "train.phases"),  # schedule
+    (dict(batch_size=8), "train.batch_size"),
+    (dict(seed=3), "train.seed"),
+    (dict(eval_iters=2), "train.eval_iters"),
+])
+def test_resume_with_other_training_settings_is_refused(tmp_path, change, key):
+    ids = periodic_ids(500)
+    work = _interrupted(tmp_path, ids)
+    other = TrainConfig(**{**SHORT.__dict__, **change})
+    with pytest.raises(ValueError, match="was written for other settings") as err:
+        train(RESUMABLE_MODEL, other, ids[:400], ids[400:], work, progress=False)
+    message = str(err.value)
+    assert f"\n  {key}: the interrupted run had" in message and f"Delete {work}" in message
+    assert message.count(": the interrupted run had") == 1  # only what changed is named
+
+
+def test_resume_on_another_corpus_slice_or_model_is_refused(tmp_path):
+    ids = periodic_ids(600)
+    work = _interrupted(tmp_path, ids)
+    with pytest.raises(ValueError, match=r"train_ids\.sha256: the interrupted run had"):
+        train(RESUMABLE_MODEL, SHORT, ids[1:401], ids[400:], work, progress=False)
+    with pytest.raises(ValueError, match=r"train_ids\.tokens: .* had 400, this run asks for 450"):
+        train(RESUMABLE_MODEL, SHORT, ids[:450], ids[400:], work, progress=False)
+    with pytest.raises(ValueError, match=r"model\.n_embed: .* had 16, this run asks for 32"):
+        train(ModelConfig(**{**RESUMABLE_MODEL.__dict__, "n_embed": 32}), SHORT, ids[:400], ids[400:], work,
+              progress=False)
+    # nothing was touched: the original settings still resume
+    train(RESUMABLE_MODEL, SHORT, ids[:400], ids[400:], work, progress=False)
+
+
+def test_resume_state_without_a_fingerprint_is_refused(tmp_path):
+    ids = periodic_ids(500)
+    work = _interrupted(tmp_path, ids)
+    state = torch.load(work / "resume.pt", weights_only=True)
+    del state["fingerprint"]
+    torch.save(state, work / "resume.pt")
+    with pytest.raises(ValueError, match="records no settings fingerprint"):
+        train(RESUMABLE_MODEL, SHORT, ids[:400], ids[400:], work, progress=False)
 
 
 def test_summary_reports_each_seed_and_the_spread():

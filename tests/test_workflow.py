@@ -3,7 +3,9 @@
 import json
 import os
 import re
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -89,17 +91,65 @@ def test_every_sample_decodes_from_the_prompt(finished_run, config):
     assert len(set(texts)) == len(SEEDS)
 
 
-def test_figure_is_a_real_image(finished_run):
+def test_figures_are_real_images(finished_run):
     import matplotlib.image as mpimg
 
-    image = mpimg.imread(finished_run / "figures/loss_curves.png")
-    assert image.shape[0] > 300 and image.shape[1] > 500
+    for name in ("loss_curves", "hellinger_histogram", "threshold_sweep", "case_studies"):
+        image = mpimg.imread(finished_run / f"figures/{name}.png")
+        assert image.shape[0] > 300 and image.shape[1] > 500, name
+        assert image[..., :3].std() > 0.05, name  # not a blank canvas
 
 
 def test_nothing_unfinished_is_left_and_a_rerun_plans_nothing(finished_run, repo, test_config):
     assert not list(finished_run.rglob("*.partial")) and not list(finished_run.rglob(".tmp-*"))
     proc = run_snakemake(repo, finished_run.parent.parent, "-n", config=test_config)
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_every_output_has_the_mode_the_umask_gives(finished_run):
+    umask = os.umask(0)
+    os.umask(umask)
+    expected = 0o666 & ~umask
+    files = [p for p in finished_run.rglob("*") if p.is_file()]
+    assert len(files) > 100
+    wrong = sorted({(str(p.relative_to(finished_run)), oct(stat.S_IMODE(p.stat().st_mode))) for p in files
+                    if stat.S_IMODE(p.stat().st_mode) != expected})
+    assert not wrong, f"expected {oct(expected)}: {wrong[:10]}"
+
+
+@pytest.mark.parametrize("deleted, rule", [
+    ("search/heldout/shard_1-of-2.parquet", "search_shard"),
+    ("activations/seed88/prompts_corpus/block3.parquet", "dump_activations"),
+    ("models/seed1442/checkpoints", "train_model"),
+])
+def test_a_deleted_intermediate_is_noticed_by_the_default_target(finished_run, repo, test_config, tmp_path,
+                                                                 deleted, rule):
+    """What a failed or interrupted job, or a user, can leave: one intermediate gone, everything after it present."""
+    path = finished_run / deleted
+    moved = tmp_path / "moved"
+    shutil.move(path, moved)
+    try:
+        proc = run_snakemake(repo, finished_run.parent.parent, "-n", config=test_config)
+        out = proc.stdout + proc.stderr
+        assert re.search(rf"^{rule}\s+1$", out, flags=re.M), out[-2000:]
+        assert f"results/test/{deleted}" in out
+    finally:
+        shutil.move(moved, path)
+
+
+def test_every_job_stayed_within_the_memory_it_declares(finished_run, repo, test_config):
+    """The declared mem_mb of every job against the peak its benchmark record measured."""
+    proc = run_snakemake(repo, finished_run.parent.parent, "-n", "--forceall", config=test_config)
+    declared = {}
+    for job in re.split(r"\n(?=(?:local)?rule \w+:)", proc.stdout + proc.stderr):
+        bench, mem = re.search(r"benchmark: (\S+)", job), re.search(r"\bmem_mb=(\d+)", job)
+        if bench and mem:
+            declared[bench.group(1)] = int(mem.group(1))
+    records = sorted((finished_run / "benchmarks").glob("*.tsv"))
+    assert len(records) >= 30 and len(declared) == len(records), (len(declared), len(records))
+    for record in records:
+        peak_mb = float(record.read_text().splitlines()[-1].split("\t")[2])  # max_rss
+        assert peak_mb <= declared[f"results/test/benchmarks/{record.name}"], (record.name, peak_mb)
 
 
 def test_killed_training_resumes_to_identical_weights(finished_run, repo, tmp_path, test_config):
@@ -116,8 +166,16 @@ def test_killed_training_resumes_to_identical_weights(finished_run, repo, tmp_pa
     assert not (tmp_path / target).exists(), "training finished before it could be interrupted"
     assert (work / "resume.pt").exists()
 
+    # what a writer killed mid-write leaves (the kill above may or may not have hit one)
+    from tinylens import atomic
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"results/test/data/.tmp-train.npy.{atomic._host()}.{dead.pid}.abcdefgh"
+    stale.write_bytes(b"half a checkpoint")
     run_snakemake(repo, tmp_path, "--unlock", config=test_config)
     run_snakemake(repo, tmp_path, target, config=test_config)
+    assert not list((tmp_path / "results").rglob(".tmp-*"))
     log = (tmp_path / "results/test/logs/train_seed1337.log").read_text()
     assert re.search(r"resuming .* from step (0|100) of 300", log)
     resumed, uninterrupted = load_file(tmp_path / target), load_file(finished_run / "models/seed1337/model.safetensors")
@@ -151,6 +209,14 @@ def test_paper_preset_plans_four_training_jobs(repo, tmp_path):
     assert re.search(r"^train_model\s+4$", out, flags=re.M), out[-2000:]
     assert "results/paper/models/seed1337/model.safetensors" in out
     assert re.search(r"^sample\s+4$", out, flags=re.M)
+    # every job declares its memory and time (data-sized ones are known once their inputs exist)
+    jobs = re.findall(r"^(?:local)?rule (\w+):\n(.*?)(?=^\S|\Z)", out, flags=re.M | re.S)
+    assert len({rule for rule, _ in jobs}) >= 17
+    for rule, body in jobs:
+        if rule != "all":
+            resources = re.search(r"resources: (.*)", body).group(1)
+            assert re.search(r"\bmem_mb=(\d+|<TBD>)", resources) and re.search(r"\bruntime=(\d+|<TBD>)", resources), \
+                (rule, resources)
 
 
 # --- the core reproduction: strings, dumps, search, approximation, evaluation, figures ---
@@ -188,11 +254,21 @@ def test_dumps_equal_a_direct_forward_of_the_model(finished_run):
         np.testing.assert_allclose(load_logits(directory, 65)[rows], logits.numpy(), atol=1e-4)
 
 
-def test_search_was_verified_against_brute_force_for_every_prompt(finished_run):
+def test_search_was_verified_by_prompt_id(finished_run, test_preset):
+    from tinylens.strings import load_prompts
+
     report = json.loads((finished_run / "metrics/search_verification.json").read_text())
+    n = test_preset["analysis"]["verify_prompts"]
+    samples = []
     for mode in ("corpus", "heldout"):
-        assert report[mode]["equal"] and report[mode]["prompts_checked"] == report[mode]["prompts"] == 120
-        assert report[mode]["blocks"] == 6
+        ids = load_prompts(finished_run / f"strings/prompts_{mode}.parquet")["prompt_id"]
+        assert report[mode]["equal"] and report[mode]["mismatched_prompt_ids"] == {}
+        assert report[mode]["prompts"] == len(ids) == 120 and report[mode]["prompts_checked"] == n < 120
+        checked = report[mode]["checked_ids"]
+        assert len(set(checked)) == n and set(checked) <= set(ids) and checked != sorted(ids)[:n]
+        samples.append(checked)
+        assert report[mode]["blocks"] == 6 and report[mode]["strings"] > 50_000
+    assert samples[0] != samples[1]  # each mode its own random draw
 
 
 def test_approximation_recomputed_from_raw_activations(finished_run):
@@ -231,6 +307,9 @@ def test_hellinger_metrics_have_both_modes_and_the_noise_floor(finished_run):
         assert set(approx) == {"mean", "std", "min", "max", "q25", "median", "q75", "n"}
         assert 0 <= approx["min"] <= approx["q25"] <= approx["median"] <= approx["q75"] <= approx["max"] <= 1
         assert approx["n"] == 60
+        verbatim = summary["modes"][mode]["verbatim_in_train"]
+        groups = [verbatim["approximation_in_train"]["n"], verbatim["approximation_not_in_train"]["n"]]
+        assert sum(groups) == 60 and verbatim["share"] == pytest.approx(groups[0] / 60, abs=1e-6)
         assert set(summary["modes"][mode]["alternates"]) == {"1442", "88", "99999"}
         # tuned on the tuning prompts, it must beat the paper's hand-tuned values there
         tuned = json.loads((finished_run / f"approx/{mode}/tuned.json").read_text())
@@ -238,7 +317,13 @@ def test_hellinger_metrics_have_both_modes_and_the_noise_floor(finished_run):
         assert summary["headline"][f"{mode}_approximation_mean"] == approx["mean"]
 
 
-def test_report_holds_every_figure(finished_run, repo, test_config, tmp_path):
+REPORT_FIGURES = {"loss_curves": "Training", "hellinger_histogram": "Approximation",
+                  "threshold_sweep": "Approximation", "case_studies": "Approximation"}
+
+
+def test_report_embeds_every_figure_with_its_caption_and_category(finished_run, repo, test_config, tmp_path):
+    import base64
+
     workdir = finished_run.parent.parent
     report = tmp_path / "report.html"
     # exactly the README's command (no --cores)
@@ -246,15 +331,29 @@ def test_report_holds_every_figure(finished_run, repo, test_config, tmp_path):
                            "--report", str(report), "--config", *test_config], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     html = report.read_text(errors="ignore")
-    for figure in ("loss_curves.png", "hellinger_histogram.png", "threshold_sweep.png", "case_studies.png"):
-        assert figure in html
+    results = json.loads(re.search(r"var results = (\{.*?\});\n", html, re.S).group(1))
+    categories = json.loads(re.search(r"var categories = (\{.*?\});\n", html, re.S).group(1))
+    figures = sorted((finished_run / "figures").glob("*.png"))
+    assert sorted(results) == [f"results/test/figures/{p.name}" for p in figures]  # every figure of the run
+    for path in figures:
+        entry = results[f"results/test/figures/{path.name}"]
+        # the figure itself, byte for byte, with a caption
+        assert entry["data_uri"].split("base64,", 1)[1] == base64.b64encode(path.read_bytes()).decode()
+        assert len(entry["caption"].split()) > 10, path.name
+    for name, category in REPORT_FIGURES.items():
+        key = f"results/test/figures/{name}.png"
+        # the caption is report/<figure>.rst's, the figure in its category, made by its plot rule
+        caption = (repo / f"report/{name}.rst").read_text(encoding="utf-8").split()
+        assert " ".join(caption[:6]) in " ".join(results[key]["caption"].split()), name
+        assert results[key]["job_properties"]["rule"] == f"plot_{name}"
+        assert key in [f for group in categories[category].values() for f in group]
 
 
 def test_a_missing_search_shard_is_the_only_search_job_rerun(finished_run, repo, test_config):
     """What a run killed during the search leaves: one shard finished, one not, nothing downstream."""
     workdir = finished_run.parent.parent
     gone = [finished_run / "search/corpus/shard_2-of-2.parquet", finished_run / "approx/corpus/tuned.json"]
-    saved = {path: path.read_bytes() for path in gone}
+    saved = {path: (path.read_bytes(), path.stat().st_mtime_ns) for path in gone}
     for path in gone:
         path.unlink()
     try:
@@ -264,5 +363,6 @@ def test_a_missing_search_shard_is_the_only_search_job_rerun(finished_run, repo,
         assert "output: results/test/search/corpus/shard_2-of-2.parquet" in out
         assert not re.search(r"^(train_model|dump_activations)\s", out, flags=re.M)
     finally:
-        for path, data in saved.items():
+        for path, (data, mtime) in saved.items():  # as they were, times included: the run stays up to date
             path.write_bytes(data)
+            os.utime(path, ns=(mtime, mtime))

@@ -88,6 +88,11 @@ def load_block(directory: str | Path, block: int, kind: str, d_model: int, n_row
     return fixed_list_to_numpy(file.read(columns=[kind])[kind])
 
 
-def load_logits(directory: str | Path, vocab_size: int) -> np.ndarray:
+def load_logits(directory: str | Path, vocab_size: int, n_rows: int | None = None) -> np.ndarray:
+    """The dumped last-position logits [rows vocab]; ``n_rows``: the rows the caller's table has
+    (a dump of another table is refused)."""
     path = Path(directory) / "logits.parquet"
-    return fixed_list_to_numpy(read_table(path, logits_schema(vocab_size))["logits"])
+    logits = fixed_list_to_numpy(read_table(path, logits_schema(vocab_size))["logits"])
+    if n_rows is not None and len(logits) != n_rows:
+        raise ValueError(f"{path} has {len(logits)} rows but its table has {n_rows}: it is from another run; {REMEDY}")
+    return logits

@@ -9,8 +9,9 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from tinylens.approx import hellinger
+from tinylens.approx import combine
 from tinylens.corpus import CharTokenizer
+from tinylens.measures import cosine_matrix, hellinger, softmax
 from tinylens.model import Transformer
 from tinylens.tables import Schema
 
@@ -21,6 +22,17 @@ MATCHES_SCHEMA = Schema("case-study matches", {
     "cosine": pa.float64(),  # exact float64 cosine of the two ffwd_out vectors
 })
 
+#: One block's matches of one prompt: (string indices, cosines), by decreasing cosine.
+Matches = tuple[np.ndarray, np.ndarray]
+
+
+def check_prompts(prompts: Sequence[str], length: int, tokenizer: CharTokenizer) -> None:
+    """Case-study prompts must be ``length`` characters of the vocabulary (config key ``case_study_prompts``)."""
+    bad = [p for p in prompts if len(p) != length or not set(p) <= set(tokenizer.vocab)]
+    if bad:
+        raise ValueError(f"config key 'case_study_prompts' has {bad}: each must be {length} characters "
+                         f"('substring_length') from the corpus' vocabulary")
+
 
 @torch.no_grad()
 def prompt_activations(model: Transformer, tokenizer: CharTokenizer, prompts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -28,48 +40,41 @@ def prompt_activations(model: Transformer, tokenizer: CharTokenizer, prompts: Se
     model.eval()
     ids = torch.from_numpy(tokenizer.encode("".join(prompts)).reshape(len(prompts), -1).astype(np.int64))
     logits, acts = model.forward_with_activations(ids, positions="last", patterns=False)
-    return acts["ffwd_out"].double().numpy(), torch.softmax(logits.double(), -1).numpy()
+    return acts["ffwd_out"].double().numpy(), softmax(logits).numpy()
 
 
-def find_matches(prompt_vectors: np.ndarray, string_blocks: Callable[[int], np.ndarray], min_cosine: float
-                 ) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+def find_matches(prompt_vectors: np.ndarray, string_blocks: Callable[[int], np.ndarray], min_cosine: float,
+                 chunk: int = 65536) -> list[list[Matches]]:
     """For each block and prompt, (string indices, cosines) with cosine > min_cosine, by decreasing cosine.
 
-    The cosines are exact float64 ones; only the strings a float32 screen cannot rule out (within its
-    rounding margin of ``min_cosine``) are recomputed in float64, so no float64 copy of a block is made.
-    """
-    from tinylens.search import _norms, exact_float32_matmul, rounding_margin
-
+    Cosines are :func:`tinylens.measures.cosine_matrix`, over chunks of strings so memory stays bounded."""
     out = []
     for b in range(prompt_vectors.shape[0]):
-        strings = np.ascontiguousarray(string_blocks(b), dtype=np.float32)
-        prompts = prompt_vectors[b]  # [prompts d_model] float64
-        with exact_float32_matmul():  # [strings prompts]
-            dots = (torch.from_numpy(strings) @ torch.from_numpy(prompts.astype(np.float32)).T).numpy()
-        screen = dots / np.maximum(np.outer(_norms(strings), np.linalg.norm(prompts, axis=1)), 1e-300)
+        strings = string_blocks(b)
+        found: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(prompt_vectors.shape[1])]
+        for s0 in range(0, len(strings), chunk):
+            cos = cosine_matrix(prompt_vectors[b], strings[s0 : s0 + chunk])  # [prompts chunk]
+            for i, row in enumerate(cos):
+                idx = np.nonzero(row > min_cosine)[0]
+                found[i].append((idx + s0, row[idx]))
         per_prompt = []
-        for i, p in enumerate(prompts):
-            idx = np.nonzero(screen[:, i] > min_cosine - rounding_margin(strings.shape[1]))[0]
-            exact = strings[idx].astype(np.float64)
-            cos = (exact @ p) / np.maximum(np.linalg.norm(exact, axis=1) * np.linalg.norm(p), 1e-300)
-            keep = cos > min_cosine
-            idx, cos = idx[keep], cos[keep]
+        for parts in found:
+            idx = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+            cos = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
             order = np.argsort(-cos, kind="stable")
             per_prompt.append((idx[order], cos[order]))
         out.append(per_prompt)
     return out
 
 
-def approximation(matches_per_block, counts: np.ndarray, thresholds: Sequence[float], weights: Sequence[float]) -> tuple[np.ndarray, list[int]]:
-    """Distribution from the strings above each block's threshold, weighted; and the match counts."""
-    combined = np.zeros(counts.shape[1])
-    n = []
-    for (idx, cos), t, w in zip(matches_per_block, thresholds, weights, strict=True):
-        chosen = idx[cos > t]
-        n.append(len(chosen))
-        combined += w * counts[chosen].sum(axis=0)
-    total = combined.sum()
-    return (combined / total if total > 0 else np.full(len(combined), 1 / len(combined))), n
+def approximation(matches_per_block: Sequence[Matches], counts: np.ndarray, thresholds: Sequence[float],
+                  weights: Sequence[float]) -> tuple[np.ndarray, list[int]]:
+    """Distribution from the strings above each block's threshold (:func:`tinylens.approx.combine`);
+    and the number of those strings per block."""
+    chosen = [idx[cos > t] for (idx, cos), t in zip(matches_per_block, thresholds, strict=True)]
+    per_block = np.stack([counts[c].sum(axis=0, dtype=np.float64) for c in chosen])  # [blocks vocab]
+    p, _ = combine(per_block[None], np.asarray(weights, dtype=np.float64))
+    return p[0], [len(c) for c in chosen]
 
 
 def summarize(prompt: str, q: np.ndarray, matches_per_block, strings: Sequence[str], counts: np.ndarray,
@@ -94,3 +99,11 @@ def summarize(prompt: str, q: np.ndarray, matches_per_block, strings: Sequence[s
         p, n = approximation(matches_per_block, counts, paper["thresholds"], paper["weights"])
         result["paper_values"] = {"matches": n, "hellinger": round(float(hellinger(p, q)), 6)}
     return result
+
+
+def match_rows(prompts: Sequence[str], matches: Sequence[Sequence[Matches]], strings: Sequence[str]) -> dict:
+    """Columns of :data:`MATCHES_SCHEMA`: one row per (prompt, block, matching string)."""
+    rows = [(prompt, b, strings[j], c) for i, prompt in enumerate(prompts)
+            for b in range(len(matches)) for j, c in zip(*matches[b][i])]
+    return {"prompt": [r[0] for r in rows], "block": np.array([r[1] for r in rows], dtype=np.int8),
+            "string": [r[2] for r in rows], "cosine": np.array([r[3] for r in rows], dtype=np.float64)}

@@ -99,7 +99,7 @@ class CharTokenizer:
     @classmethod
     def load(cls, path: str | Path) -> CharTokenizer:
         try:
-            data = json.loads(Path(path).read_text())
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
             if data.get("kind") != "char" or not isinstance(data.get("vocab"), list):
                 raise ValueError("expected {'kind': 'char', 'vocab': [characters]}")
             vocab = "".join(data["vocab"])

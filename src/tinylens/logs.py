@@ -8,23 +8,32 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
 
 @contextmanager
 def log_to(path: str | Path) -> Iterator[logging.Logger]:
     """Route ``logging`` and ``sys.stderr`` (tqdm bars) to ``path`` for the duration.
 
-    The file is appended to, so an interrupted and resumed job keeps both
-    attempts. An exception is logged in full there, and its one-line message
-    is also printed on the console so the user sees what went wrong without
-    opening the log.
+    The file is appended to (UTF-8), so an interrupted and resumed job keeps
+    both attempts. An exception is logged in full there, and its one-line
+    message is also printed on the console so the user sees what went wrong
+    without opening the log. Handlers configured by the caller are left in
+    place: one handler is added to the root logger for the duration and
+    removed afterwards, with the root level restored.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     console = sys.stderr
-    with open(path, "a", buffering=1) as stream:
+    root = logging.getLogger()
+    with open(path, "a", buffering=1, encoding="utf-8") as stream:
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(logging.Formatter(FORMAT))
+        level = root.level
+        root.addHandler(handler)
+        if root.getEffectiveLevel() > logging.INFO:
+            root.setLevel(logging.INFO)
         sys.stderr = stream
-        logging.basicConfig(level=logging.INFO, stream=stream, force=True,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         logger = logging.getLogger("tinylens")
         try:
             yield logger
@@ -34,4 +43,5 @@ def log_to(path: str | Path) -> Iterator[logging.Logger]:
             raise
         finally:
             sys.stderr = console
-            logging.basicConfig(stream=console, force=True)
+            root.removeHandler(handler)
+            root.setLevel(level)

@@ -46,12 +46,17 @@ def log_softmax(logits: Array) -> Array:
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
-def hellinger(p: Array, q: Array) -> Array:
-    """H(p, q) = ||sqrt(p) - sqrt(q)||_2 / sqrt(2) (method.md §6), in [0, 1]."""
+def hellinger(p: Array, q: Array, eps: float = 0.0) -> Array:
+    """H(p, q) = ||sqrt(p) - sqrt(q)||_2 / sqrt(2) (method.md §6), in [0, 1].
+
+    ``eps`` > 0 smooths it for gradient descent (``sqrt(p + eps)``, and ``H**2`` kept >= eps), so
+    its gradient is finite where a probability or the distance is zero; 0 gives the exact value.
+    """
     p, q = _float64(p), _float64(q)
     if isinstance(p, torch.Tensor):
-        return torch.sqrt(torch.clamp(0.5 * ((p.sqrt() - q.sqrt()) ** 2).sum(-1), 0.0, 1.0))
-    return np.sqrt(np.clip(0.5 * ((np.sqrt(p) - np.sqrt(q)) ** 2).sum(axis=-1), 0.0, 1.0))
+        q = q.to(p.device) if isinstance(q, torch.Tensor) else torch.as_tensor(q, device=p.device)
+        return torch.sqrt(torch.clamp(0.5 * (((p + eps).sqrt() - (q + eps).sqrt()) ** 2).sum(-1), eps, 1.0))
+    return np.sqrt(np.clip(0.5 * ((np.sqrt(p + eps) - np.sqrt(q + eps)) ** 2).sum(axis=-1), eps, 1.0))
 
 
 def kl_divergence(p: Array, q: Array) -> Array:
@@ -91,15 +96,14 @@ def cosine(a: Array, b: Array, eps: float = 1e-30) -> Array:
 
 
 def cosine_matrix(a: Array, b: Array, eps: float = 1e-30) -> Array:
-    """All pairwise cosines: a ``[n d]``, b ``[m d]`` -> ``[n m]``, in float64."""
+    """All pairwise cosines: a ``[n d]``, b ``[m d]`` -> ``[n m]``, in float64: the same
+    ``(a . b) / (|a| |b|)`` as :func:`cosine`, for every pair; 0 where a row is zero."""
     a, b = _float64(a), _float64(b)
     if isinstance(a, torch.Tensor):
-        a_hat = a / a.norm(dim=-1, keepdim=True).clamp_min(eps)
-        b_hat = b / b.norm(dim=-1, keepdim=True).clamp_min(eps)
-        return a_hat @ b_hat.T
-    a_hat = a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), eps)
-    b_hat = b / np.maximum(np.linalg.norm(b, axis=-1, keepdims=True), eps)
-    return a_hat @ b_hat.T
+        norms = a.norm(dim=-1)[:, None] * b.norm(dim=-1)[None, :]
+        return (a @ b.T) / norms.clamp_min(eps)
+    norms = np.outer(np.linalg.norm(a, axis=-1), np.linalg.norm(b, axis=-1))
+    return (a @ b.T) / np.maximum(norms, eps)
 
 
 def unigram(ids: np.ndarray | torch.Tensor, vocab_size: int) -> np.ndarray:

@@ -94,7 +94,7 @@ class ModelConfig:
     @classmethod
     def from_json(cls, path: Path) -> ModelConfig:
         try:
-            values = json.loads(Path(path).read_text())
+            values = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise FileNotFoundError(
                 f"model config {path} is missing: it is written beside model.safetensors "

@@ -1,38 +1,56 @@
-"""Figures. One function per figure; each writes a PNG atomically."""
+"""Figures. One function per figure: ``make_<figure>`` builds it from plain data and returns the
+:class:`~matplotlib.figure.Figure` (so tests can read what is drawn); ``plot_<figure>`` also writes
+it as a PNG, atomically.
+
+Figures are built with :class:`matplotlib.figure.Figure` directly, not through ``pyplot``: no
+backend is chosen, no window can open and no global figure state is kept, so importing this
+module changes nothing in the importing program.
+"""
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib
 import numpy as np
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # headless: figures are files, never windows
-import matplotlib.pyplot as plt  # noqa: E402
-
-from tinylens.atomic import atomic_path  # noqa: E402
+from tinylens.atomic import atomic_path
 
 
-def _read_loss_csv(path: str | Path) -> dict[str, list[float]]:
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    return {k: [float(r[k]) for r in rows] for k in ("step", "train_loss", "val_loss")}
+def __getattr__(name: str):
+    """``from tinylens.plots import plt``: pyplot, for figure code written with it, on the Agg backend
+    (figures are files, never windows). The backend is set here, when figure code asks for pyplot,
+    not when this module is imported."""
+    if name == "plt":
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        return plt
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def save_figure(fig, out: str | Path) -> None:
+def save_figure(fig: Figure, out: str | Path) -> None:
+    """Write ``fig`` as a PNG at ``out`` atomically (a figure made with pyplot is closed too)."""
     with atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight")
-    plt.close(fig)
+    if getattr(fig.canvas, "manager", None) is not None:  # made with pyplot: release it
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
 
 
-def plot_loss_curves(loss_csvs: Sequence[str | Path], seeds: Sequence[int], original_seed: int,
-                     unigram_entropy: float, out: str | Path) -> None:
-    """Train (dashed) and validation (solid) loss per seed, with the unigram entropy for scale."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for path, seed in zip(loss_csvs, seeds, strict=True):
-        curve = _read_loss_csv(path)
+def make_loss_curves(curves: Mapping[int, Mapping[str, np.ndarray]], original_seed: int,
+                     unigram_entropy: float) -> Figure:
+    """Train (dashed) and validation (solid) loss per seed, with the unigram entropy for scale.
+
+    curves: seed -> {"step", "train_loss", "val_loss"} columns (``loss.csv``).
+    """
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    for seed, curve in curves.items():
         label = f"seed {seed}" + (" (original)" if seed == original_seed else "")
         (line,) = ax.plot(curve["step"], curve["val_loss"], lw=2 if seed == original_seed else 1.2,
                           label=f"{label}: val {curve['val_loss'][-1]:.3f}")
@@ -42,40 +60,52 @@ def plot_loss_curves(loss_csvs: Sequence[str | Path], seeds: Sequence[int], orig
            title="Loss during training (solid: validation, dashed: train)")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    save_figure(fig, out)
+    return fig
+
+
+def plot_loss_curves(curves: Mapping[int, Mapping[str, np.ndarray]], original_seed: int,
+                     unigram_entropy: float, out: str | Path) -> None:
+    save_figure(make_loss_curves(curves, original_seed, unigram_entropy), out)
 
 
 MODE_TITLES = {"corpus": "corpus prompts (the paper's mode)", "heldout": "held-out prompts (validation text)"}
+HISTOGRAM_BINS = np.linspace(0, 1, 41)
 
 
-def plot_hellinger_histogram(tables: dict[str, dict[str, np.ndarray]], out: str | Path) -> None:
+def make_hellinger_histogram(tables: Mapping[str, Mapping[str, np.ndarray]]) -> Figure:
     """Per-prompt Hellinger distances, approximation vs model, with the alternates overlaid; one panel per mode.
 
     tables: mode -> columns of the evaluation table, restricted to the evaluation prompts.
     """
-    fig, axes = plt.subplots(1, len(tables), figsize=(6 * len(tables), 4.2), sharey=True, squeeze=False)
-    bins = np.linspace(0, 1, 41)
+    fig = Figure(figsize=(6 * len(tables), 4.2))
+    axes = fig.subplots(1, len(tables), sharey=True, squeeze=False)
     for ax, (mode, cols) in zip(axes[0], tables.items()):
         h = cols["hellinger_approx"]
-        ax.hist(h, bins=bins, alpha=0.55, color="C0", label=f"approximation vs model: mean {h.mean():.3f}")
+        ax.hist(h, bins=HISTOGRAM_BINS, alpha=0.55, color="C0", label=f"approximation vs model: mean {h.mean():.3f}")
         for i, name in enumerate(sorted(k for k in cols if k.startswith("hellinger_seed"))):
             a = cols[name]
-            ax.hist(a, bins=bins, histtype="step", lw=1.5, color=f"C{i + 1}",
+            ax.hist(a, bins=HISTOGRAM_BINS, histtype="step", lw=1.5, color=f"C{i + 1}",
                     label=f"seed {name.removeprefix('hellinger_seed')} vs original: mean {a.mean():.3f}")
         ax.axvline(h.mean(), color="C0", ls="--", lw=1)
         ax.set(title=MODE_TITLES.get(mode, mode), xlabel="Hellinger distance to the original model")
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("prompts")
-    save_figure(fig, out)
+    return fig
 
 
-def plot_threshold_sweep(sweeps: dict[str, dict[str, np.ndarray]], tuned: dict[str, dict], paper_thresholds, out) -> None:
+def plot_hellinger_histogram(tables: Mapping[str, Mapping[str, np.ndarray]], out: str | Path) -> None:
+    save_figure(make_hellinger_histogram(tables), out)
+
+
+def make_threshold_sweep(sweeps: Mapping[str, Mapping[str, np.ndarray]], tuned: Mapping[str, dict],
+                         paper_thresholds: Sequence[float] | None) -> Figure:
     """Mean Hellinger of each block alone against its threshold; tuned thresholds as dots, the paper's as crosses.
 
     sweeps: mode -> {"block", "threshold", "mean_hellinger"} columns.
     """
-    fig, axes = plt.subplots(1, len(sweeps), figsize=(6 * len(sweeps), 4.2), sharey=True, squeeze=False)
+    fig = Figure(figsize=(6 * len(sweeps), 4.2))
+    axes = fig.subplots(1, len(sweeps), sharey=True, squeeze=False)
     for ax, (mode, s) in zip(axes[0], sweeps.items()):
         for b in np.unique(s["block"]):
             sel = s["block"] == b
@@ -90,23 +120,30 @@ def plot_threshold_sweep(sweeps: dict[str, dict[str, np.ndarray]], tuned: dict[s
         ax.legend(fontsize=7, ncol=2)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("mean Hellinger, tuning prompts")
-    save_figure(fig, out)
+    return fig
 
 
-def plot_case_studies(summary: dict, out: str | Path, top: int = 12) -> None:
+def plot_threshold_sweep(sweeps: Mapping[str, Mapping[str, np.ndarray]], tuned: Mapping[str, dict],
+                         paper_thresholds: Sequence[float] | None, out: str | Path) -> None:
+    save_figure(make_threshold_sweep(sweeps, tuned, paper_thresholds), out)
+
+
+SHOWN_CHARACTERS = {"\n": "\\n", " ": "␣"}
+
+
+def make_case_studies(summary: dict, top: int = 12) -> Figure:
     """Per case-study prompt: model vs approximation on the most likely tokens, and the matching strings."""
     vocab = summary["vocab"]
     cases = summary["case_studies"]
-    fig, axes = plt.subplots(len(cases), 2, figsize=(13, 3.1 * len(cases)), squeeze=False,
-                             gridspec_kw={"width_ratios": [1.2, 1]})
-    show = {"\n": "\\n", " ": "␣"}
+    fig = Figure(figsize=(13, 3.1 * len(cases)))
+    axes = fig.subplots(len(cases), 2, squeeze=False, gridspec_kw={"width_ratios": [1.2, 1]})
     for (bar_ax, text_ax), case in zip(axes, cases):
         q, p = np.asarray(case["model"]), np.asarray(case["tuned"]["distribution"])
-        order = np.argsort(-(q + p))[:top]
+        order = np.argsort(-(q + p), kind="stable")[:top]
         x = np.arange(len(order))
         bar_ax.bar(x - 0.2, q[order], 0.4, label="model")
         bar_ax.bar(x + 0.2, p[order], 0.4, label="approximation (tuned, all blocks)")
-        bar_ax.set_xticks(x, [show.get(vocab[i], vocab[i]) for i in order])
+        bar_ax.set_xticks(x, [SHOWN_CHARACTERS.get(vocab[i], vocab[i]) for i in order])
         bar_ax.set_title(f"{case['prompt']!r}: Hellinger {case['tuned']['hellinger']:.3f}", fontsize=10)
         bar_ax.set_ylabel("next-token probability")
         bar_ax.legend(fontsize=7)
@@ -120,4 +157,8 @@ def plot_case_studies(summary: dict, out: str | Path, top: int = 12) -> None:
         text_ax.text(0, 1, "\n".join(lines), va="top", family="monospace", fontsize=7)
         text_ax.axis("off")
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig
+
+
+def plot_case_studies(summary: dict, out: str | Path, top: int = 12) -> None:
+    save_figure(make_case_studies(summary, top), out)

@@ -50,6 +50,7 @@ import pyarrow as pa
 import torch
 from tqdm.auto import tqdm
 
+from tinylens.measures import cosine, cosine_matrix
 from tinylens.tables import Schema
 
 
@@ -238,10 +239,9 @@ def _unit(x: np.ndarray, norms: np.ndarray, rows: np.ndarray, dtype: torch.dtype
 def exact_cosines(prompts: np.ndarray, p_norms: np.ndarray, strings: np.ndarray, s_norms: np.ndarray,
                   pi: np.ndarray, si: np.ndarray) -> np.ndarray:
     """float64 ``(p . s) / (|p| |s|)`` for the pairs (pi, si); 0 where a vector is zero."""
-    dots = np.einsum("ij,ij->i", prompts[pi].astype(np.float64), strings[si].astype(np.float64))
-    denom = p_norms[pi] * s_norms[si]
+    # tinylens.measures.cosine, the one definition (the norms are recomputed from the same rows).
     # Clipped: a vector's cosine with itself is 1 up to an ulp either way, and must land in one bin.
-    return np.clip(np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0), -1.0, 1.0)
+    return np.clip(cosine(prompts[pi], strings[si]), -1.0, 1.0)
 
 
 def _bins(cos: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -417,7 +417,8 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
     ``edges`` must be a uniform grid (:func:`threshold_edges`); ``members``: which strings are searched
     (all if None). ``device``: where the tiles are multiplied and binned; ``screen``: see the module
     docstring (``auto`` = :func:`resolve_screen`); ``binner``: ``compiled`` (CPU only, the default there)
-    or ``torch`` (the default elsewhere); ``threads``: CPU worker threads (default: torch's thread count).
+    or ``torch`` (the default elsewhere); ``threads``: CPU worker threads (default: torch's thread count
+    as the caller set it with ``torch.set_num_threads``).
     Returns ``(bin_matches [n_prompts n_bins], bin_counts [n_prompts n_bins vocab])``, int64.
     """
     device = torch.device(device)
@@ -552,14 +553,11 @@ def search_block_bruteforce(prompts: np.ndarray, strings: np.ndarray, counts: np
     """
     edges = np.asarray(edges, dtype=np.float64)
     n_p, n_bins, vocab = len(prompts), len(edges), counts.shape[1]
-    p = prompts.astype(np.float64)
-    pn = np.linalg.norm(p, axis=1)
     matches = np.zeros(n_p * n_bins, dtype=np.int64)
     summed = np.zeros((vocab, n_p * n_bins), dtype=np.float64)
     for s0 in range(0, len(strings), chunk):
-        s = strings[s0 : s0 + chunk].astype(np.float64)
-        denom = np.outer(pn, np.linalg.norm(s, axis=1))
-        cos = np.clip(np.divide(p @ s.T, denom, out=np.zeros_like(denom), where=denom > 0), -1.0, 1.0)
+        # tinylens.measures.cosine_matrix: the one definition
+        cos = np.clip(cosine_matrix(prompts, strings[s0 : s0 + chunk]), -1.0, 1.0)
         k = _bins(cos, edges)  # [prompts chunk]
         if members is not None:
             k[:, ~np.asarray(members[s0 : s0 + chunk], dtype=bool)] = -1

@@ -139,14 +139,57 @@ def heldout_candidates(val_text: str, n: int) -> list[str]:
     return sorted({val_text[i : i + n] for i in range(len(val_text) - n + 1)})
 
 
+def heldout_regions(val_text: str, n: int, tune_fraction: float) -> tuple[list[str], list[str]]:
+    """Candidates (sorted) of the held-out tuning and evaluation prompts, from disjoint regions.
+
+    The validation text is cut at ``tune_fraction`` of its length. A tuning candidate is a string
+    every occurrence of which lies wholly before the cut; an evaluation candidate one every
+    occurrence of which lies wholly after it. So no evaluation prompt shares a character position
+    (or its text) with any occurrence of a tuning prompt: tuning cannot see the evaluation
+    prompts' windows, not even shifted by a few characters.
+    """
+    cut = int(round(tune_fraction * len(val_text)))
+    regions: dict[str, int] = {}  # string -> bit set: 1 before the cut, 2 after it, 4 across it
+    for i in range(len(val_text) - n + 1):
+        region = 1 if i + n <= cut else (2 if i >= cut else 4)
+        window = val_text[i : i + n]
+        regions[window] = regions.get(window, 0) | region
+    return (sorted(s for s, r in regions.items() if r == 1), sorted(s for s, r in regions.items() if r == 2))
+
+
+def sample_split_prompts(tune_candidates: list[str], eval_candidates: list[str], n_prompts: int,
+                         tune_fraction: float, seed: int) -> dict[str, list]:
+    """``round(tune_fraction * n_prompts)`` tuning prompts from ``tune_candidates``, the rest from
+    ``eval_candidates`` (each capped at what there is), drawn with one seeded generator."""
+    rng = np.random.default_rng(seed)
+    n_tune = int(round(tune_fraction * n_prompts))
+    tune = rng.choice(len(tune_candidates), size=min(n_tune, len(tune_candidates)), replace=False)
+    held = rng.choice(len(eval_candidates), size=min(n_prompts - n_tune, len(eval_candidates)), replace=False)
+    strings = [tune_candidates[i] for i in tune] + [eval_candidates[i] for i in held]
+    return {"prompt_id": list(range(len(strings))), "string": strings,
+            "split": ["tune"] * len(tune) + ["eval"] * len(held)}
+
+
 def prompt_sets(table: StringTable, val_text: str, n: int, n_prompts: int, tune_fraction: float,
                 seed: int) -> dict[str, dict[str, list]]:
-    """The prompts of both modes: ``corpus`` drawn from the searched strings themselves,
-    ``heldout`` from the validation text."""
+    """The prompts of both modes: ``corpus`` drawn from the searched strings themselves (the paper's
+    in-sample mode), ``heldout`` from the validation text, tuning and evaluation prompts from
+    disjoint regions of it (:func:`heldout_regions`)."""
     return {
         "corpus": sample_prompts(table.strings, n_prompts, tune_fraction, seed),
-        "heldout": sample_prompts(heldout_candidates(val_text, n), n_prompts, tune_fraction, seed),
+        "heldout": sample_split_prompts(*heldout_regions(val_text, n, tune_fraction), n_prompts, tune_fraction, seed),
     }
+
+
+def prompt_shard(n_prompts: int, n_shards: int, shard: int) -> np.ndarray:
+    """Rows of the prompt table in search shard ``shard`` (1-based, as Snakemake's ``<i>-of-<n>``):
+    consecutive rows, shard sizes differing by at most one."""
+    if not 1 <= shard <= n_shards:
+        raise ValueError(f"shard {shard} is not one of 1..{n_shards}")
+    if n_shards > n_prompts:
+        raise ValueError(f"{n_shards} search shards for {n_prompts} prompts would leave shards empty; "
+                         "lower the preset's analysis.search_shards")
+    return np.array_split(np.arange(n_prompts), n_shards)[shard - 1]
 
 
 def save_prompts(path: str | Path, prompts: dict[str, list]) -> None:

@@ -1,10 +1,13 @@
-"""Parquet tables with a written-down schema: checked on every read, written atomically.
+"""Tables with a written-down schema: checked on every read, written atomically.
 
 Every table the workflow writes has a :class:`Schema` (column names, Arrow
 types, fixed-size list widths) in the module that owns it. Readers call
 :func:`read_table` / :func:`open_table`, which reject a truncated file, a
 file that is not Parquet, or one whose columns or types differ, saying which
-file, what was expected and what to do.
+file, what was expected and what to do. Small curves that DVC plots read are
+CSV, written and read the same way (:func:`write_csv`, :func:`read_csv`).
+Joins of tables by id go through :func:`align_ids`, which refuses ids that do
+not line up.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from tinylens.atomic import atomic_path
@@ -112,3 +116,58 @@ def fixed_list_to_numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """A fixed-size list column as a 2-D numpy array [rows list_size]."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     return arr.flatten().to_numpy(zero_copy_only=False).reshape(len(arr), arr.type.list_size)
+
+
+def write_csv(path: str | Path, schema: Schema, columns: Mapping[str, object]) -> None:
+    """A CSV file with a plain header line (the column names of ``schema``), atomically.
+
+    Only scalar columns; floats are written as given (round them first for short files).
+    """
+    lists = [k for k, t in schema.columns.items() if pa.types.is_list(t) or pa.types.is_fixed_size_list(t)]
+    if lists:
+        raise ValueError(f"CSV tables hold scalar columns only; {schema.name} has list columns {lists}")
+    table = pa.Table.from_batches([to_record_batch(schema, columns)])
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write((",".join(schema.columns) + "\n").encode("utf-8"))
+            pcsv.write_csv(table, f, pcsv.WriteOptions(include_header=False))
+
+
+def read_csv(path: str | Path, schema: Schema) -> pa.Table:
+    """Read a CSV table written by :func:`write_csv`, checking its header and column types."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing; {REMEDY}")
+    with open(path, encoding="utf-8") as f:
+        header = f.readline().rstrip("\n").split(",")
+    if header != list(schema.columns):
+        raise ValueError(f"{path} is not a tinylens {schema.name} table: its header is {header}, "
+                         f"expected {list(schema.columns)}; {REMEDY}")
+    try:
+        return pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(
+            column_types=dict(schema.columns), strings_can_be_null=False))
+    except (pa.ArrowInvalid, OSError) as err:
+        raise ValueError(f"{path} is damaged ({err}); {REMEDY}") from None
+
+
+def align_ids(found: np.ndarray, expected: np.ndarray, found_what: str, expected_what: str) -> np.ndarray:
+    """Rows of ``found`` in the order of ``expected``: ``found[result] == expected``.
+
+    Refuses, naming both sides, when ids repeat or when either side has ids the
+    other lacks: a join of tables that do not line up is an error, never a
+    silent shift of rows.
+    """
+    found, expected = np.asarray(found), np.asarray(expected)
+    for ids, what in ((found, found_what), (expected, expected_what)):
+        values, counts = np.unique(ids, return_counts=True)
+        if (counts > 1).any():
+            raise ValueError(f"{what} has repeated ids {values[counts > 1][:10].tolist()}; {REMEDY}")
+    missing = np.setdiff1d(expected, found)
+    extra = np.setdiff1d(found, expected)
+    if len(missing) or len(extra):
+        raise ValueError(
+            f"{found_what} does not line up with {expected_what}: ids missing {missing[:10].tolist()}"
+            f"{' ...' if len(missing) > 10 else ''} ({len(missing)} in all), unexpected ids {extra[:10].tolist()}"
+            f"{' ...' if len(extra) > 10 else ''} ({len(extra)} in all): they are from different runs; {REMEDY}")
+    order = np.argsort(found, kind="stable")
+    return order[np.searchsorted(found[order], expected)]

@@ -14,13 +14,21 @@ that looks complete. ``work_dir`` holds:
 Rerunning :func:`train` on the same ``work_dir`` resumes from ``resume.pt``;
 on CPU with the same thread count the final weights are bit-identical to an
 uninterrupted run, because the batch sampler, the evaluation sampler and
-dropout each draw from a generator whose state is checkpointed.
+dropout each draw from a generator whose state is checkpointed. (Another
+thread count changes the order of floating-point sums, so the weights then
+differ in the last bits.)
+
+``resume.pt`` also holds the run's fingerprint (:func:`run_fingerprint`):
+the model shape, every training setting, the device type and the sha256 of
+the train and validation token ids. A resume whose fingerprint differs is
+refused, naming what changed, since it would produce a model that no
+configuration describes.
 """
 
 from __future__ import annotations
 
-import csv
-import io
+import hashlib
+import json
 import logging
 import math
 import shutil
@@ -31,17 +39,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import torch
 from tqdm.auto import tqdm
 
-from tinylens.atomic import atomic_path, replace_dir, write_json, write_text
+from tinylens.atomic import atomic_path, replace_dir, write_json
 from tinylens.model import ModelConfig, Transformer
+from tinylens.tables import Schema, read_csv, write_csv
 from tinylens.weights import save_model, save_weights
 
 log = logging.getLogger(__name__)
 
 RESUME_FILE = "resume.pt"
-LOSS_COLUMNS = ("step", "train_loss", "val_loss", "lr", "tokens_seen", "elapsed_s")
+LOSS_SCHEMA = Schema("loss curve", {
+    "step": pa.int64(), "train_loss": pa.float64(), "val_loss": pa.float64(), "lr": pa.float64(),
+    "tokens_seen": pa.int64(), "elapsed_s": pa.float64(),
+})
+LOSS_COLUMNS = tuple(LOSS_SCHEMA.columns)
 #: Keys of metrics.json, documented in the README.
 METRICS_KEYS = (
     "seed", "steps", "train_loss", "val_loss", "n_params", "tokens_seen",
@@ -171,11 +185,57 @@ def _new_optimizer(model: Transformer, phase: Phase, cfg: TrainConfig, device: t
 
 
 def _write_loss_csv(path: Path, history: list[dict]) -> None:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=LOSS_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(history)
-    write_text(path, buf.getvalue())
+    write_csv(path, LOSS_SCHEMA, {k: [row[k] for row in history] for k in LOSS_COLUMNS})
+
+
+def load_loss_curve(path: str | Path) -> dict[str, np.ndarray]:
+    """``loss.csv`` as columns (numpy arrays), checked against :data:`LOSS_SCHEMA`."""
+    table = read_csv(path, LOSS_SCHEMA)
+    return {k: table[k].to_numpy() for k in LOSS_COLUMNS}
+
+
+def run_fingerprint(model_cfg: ModelConfig, cfg: TrainConfig, train_ids: np.ndarray, val_ids: np.ndarray,
+                    device: torch.device) -> dict:
+    """Everything that determines a training run's result, as plain JSON values."""
+    def digest(ids: np.ndarray) -> str:
+        return hashlib.sha256(np.ascontiguousarray(ids).tobytes()).hexdigest()
+
+    return {
+        "model": asdict(model_cfg),
+        "train": json.loads(json.dumps(asdict(cfg))),  # tuples -> lists, as they read back
+        "device": device.type,
+        "train_ids": {"tokens": int(len(train_ids)), "sha256": digest(train_ids)},
+        "val_ids": {"tokens": int(len(val_ids)), "sha256": digest(val_ids)},
+    }
+
+
+def fingerprint_hash(fingerprint: dict) -> str:
+    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()
+
+
+def _differences(stored, current, prefix: str = "") -> list[str]:
+    if isinstance(stored, dict) and isinstance(current, dict):
+        out = []
+        for key in sorted(set(stored) | set(current)):
+            out += _differences(stored.get(key), current.get(key), f"{prefix}{key}.")
+        return out
+    if stored != current:
+        return [f"{prefix.rstrip('.')}: the interrupted run had {stored!r}, this run asks for {current!r}"]
+    return []
+
+
+def check_resume_fingerprint(state: dict, fingerprint: dict, resume_path: Path) -> None:
+    """Refuse to resume from a state written for other settings, naming what differs."""
+    remedy = (f"Resuming would produce a model that no configuration describes. Delete {resume_path.parent} "
+              "to train from scratch with the new settings, or restore the old settings to resume.")
+    if "fingerprint" not in state:
+        raise ValueError(f"resume state {resume_path} records no settings fingerprint (an older tinylens wrote "
+                         f"it), so it cannot be checked. {remedy}")
+    stored = json.loads(state["fingerprint"])
+    fingerprint = json.loads(json.dumps(fingerprint, sort_keys=True))  # as stored, for a like-for-like message
+    if fingerprint_hash(stored) != fingerprint_hash(fingerprint):
+        changes = "\n  ".join(_differences(stored, fingerprint))
+        raise ValueError(f"resume state {resume_path} was written for other settings:\n  {changes}\n{remedy}")
 
 
 def _rng_state(device: torch.device, samplers: dict[str, BatchSampler]) -> dict[str, torch.Tensor]:
@@ -242,14 +302,11 @@ def train(
     start, phase_index, optimizer = 0, -1, None
     history: list[dict] = []
     seconds_before = 0.0  # training time spent by earlier, interrupted attempts
+    fingerprint = run_fingerprint(model_cfg, cfg, train_ids, val_ids, device)
     resumed = resume_path.exists()
     if resumed:
         state = _load_resume(resume_path)
-        if state["model_config"] != asdict(model_cfg) or state["seed"] != cfg.seed:
-            raise ValueError(
-                f"resume state {resume_path} belongs to a different model or seed; "
-                f"delete {work_dir} to train from scratch"
-            )
+        check_resume_fingerprint(state, fingerprint, resume_path)
         model.load_state_dict(state["model"])
         start, phase_index = int(state["step"]), int(state["phase"])
         if phase_index >= 0:
@@ -291,6 +348,8 @@ def train(
                     torch.save({
                         "step": step, "phase": phase_index, "seed": cfg.seed,
                         "model_config": asdict(model_cfg),
+                        "fingerprint": json.dumps(fingerprint, sort_keys=True),
+                        "fingerprint_sha256": fingerprint_hash(fingerprint),
                         "model": model.state_dict(),
                         "optimizer": optimizer.state_dict() if optimizer is not None else {},
                         "rng": _rng_state(device, all_samplers),

@@ -1,0 +1,318 @@
+# Superposition in toy models (method.md §11, after Elhage et al. 2022). Needs neither the corpus nor
+# the transformer: four sweeps of toy models, each trained as one batched stack of independent models,
+# then the headline numbers and one figure per script. Target: `snakemake --cores all superposition`.
+from tinylens.config import ConfigError
+from tinylens.superposition.experiments import preset_problems
+
+SUPER = SETTINGS["superposition"]
+SUPER_DEFS = config["superposition"]
+_problems = preset_problems(SUPER, f"presets.{PRESET}.superposition")
+if _problems:
+    raise ConfigError(
+        "invalid configuration (config/config.yaml and --config overrides):\n  - "
+        + "\n  - ".join(_problems)
+        + "\nFix the key in config/config.yaml."
+    )
+
+
+SUPERPOSITION_COMMON = dict(
+    seed=SUPER["seed"],
+    threshold=SUPER_DEFS["represented_norm"],
+    device=config["device"],
+)
+
+
+rule superposition_uniform:
+    output:
+        models=results("superposition/uniform_models.parquet"),
+        features=results("superposition/uniform_features.parquet"),
+    params:
+        **SUPERPOSITION_COMMON,
+        spec=SUPER["uniform"],
+    threads: SUPER["threads"]
+    resources:
+        mem_mb=1000,
+        runtime=20,
+    log:
+        results("logs/superposition_uniform.log"),
+    benchmark:
+        results("benchmarks/superposition_uniform.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/train_uniform_sweep.py"
+
+
+rule superposition_nonuniform:
+    output:
+        models=results("superposition/nonuniform_models.parquet"),
+        features=results("superposition/nonuniform_features.parquet"),
+    params:
+        **SUPERPOSITION_COMMON,
+        spec=SUPER["nonuniform"],
+    threads: SUPER["threads"]
+    resources:
+        mem_mb=1000,
+        runtime=20,
+    log:
+        results("logs/superposition_nonuniform.log"),
+    benchmark:
+        results("benchmarks/superposition_nonuniform.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/train_nonuniform_sweep.py"
+
+
+rule superposition_dimensionality:
+    output:
+        models=results("superposition/dimensionality_models.parquet"),
+        features=results("superposition/dimensionality_features.parquet"),
+        training=results("superposition/dimensionality_training.parquet"),
+        jumps=results("superposition/dimensionality_jumps.parquet"),
+    params:
+        **SUPERPOSITION_COMMON,
+        spec=SUPER["dimensionality"],
+        fractions=SUPER_DEFS["fractions"],
+        tolerance=SUPER_DEFS["tolerance"],
+        jumps=SUPER_DEFS["jumps"],
+    threads: SUPER["threads"]
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    log:
+        results("logs/superposition_dimensionality.log"),
+    benchmark:
+        results("benchmarks/superposition_dimensionality.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/train_dimensionality_sweep.py"
+
+
+rule superposition_phase_diagram:
+    output:
+        models=results("superposition/phase_models.parquet"),
+        cells=results("superposition/phase_cells.parquet"),
+        boundary=results("superposition/phase_boundary.parquet"),
+    params:
+        **SUPERPOSITION_COMMON,
+        spec=SUPER["phase_diagram"],
+    threads: SUPER["threads"]
+    resources:
+        mem_mb=1000,
+        runtime=20,
+    log:
+        results("logs/superposition_phase_diagram.log"),
+    benchmark:
+        results("benchmarks/superposition_phase_diagram.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/train_phase_diagram.py"
+
+
+rule superposition_summary:
+    input:
+        uniform=rules.superposition_uniform.output.models,
+        nonuniform=rules.superposition_nonuniform.output.models,
+        dim_models=rules.superposition_dimensionality.output.models,
+        dim_features=rules.superposition_dimensionality.output.features,
+        jumps=rules.superposition_dimensionality.output.jumps,
+        phase_cells=rules.superposition_phase_diagram.output.cells,
+        phase_boundary=rules.superposition_phase_diagram.output.boundary,
+    output:
+        metrics=results("metrics/superposition.json"),
+    params:
+        preset=PRESET,
+        fixed_sparsity=SUPER["nonuniform"]["fixed_sparsity"],
+        dynamics_sparsity=SUPER["dimensionality"]["dynamics_sparsity"],
+        phase_seeds=SUPER["phase_diagram"]["seeds"],
+        fractions=SUPER_DEFS["fractions"],
+        tolerance=SUPER_DEFS["tolerance"],
+        jumps=SUPER_DEFS["jumps"],
+        threshold=SUPER_DEFS["represented_norm"],
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    log:
+        results("logs/superposition_summary.log"),
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/summarize_superposition.py"
+
+
+rule plot_superposition_polygons:
+    input:
+        models=rules.superposition_uniform.output.models,
+        features=rules.superposition_uniform.output.features,
+    output:
+        figure=report(
+            results("figures/superposition_polygons.png"),
+            caption="../report/superposition_polygons.rst",
+            category="Superposition",
+        ),
+    resources:
+        mem_mb=500,
+        runtime=5,
+    log:
+        results("logs/plot_superposition_polygons.log"),
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_superposition_polygons.py"
+
+
+rule plot_superposition_phase_change:
+    input:
+        models=rules.superposition_nonuniform.output.models,
+        features=rules.superposition_nonuniform.output.features,
+    output:
+        figure=report(
+            results("figures/superposition_phase_change.png"),
+            caption="../report/superposition_phase_change.rst",
+            category="Superposition",
+        ),
+    resources:
+        mem_mb=500,
+        runtime=5,
+    log:
+        results("logs/plot_superposition_phase_change.log"),
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_superposition_phase_change.py"
+
+
+rule plot_superposition_loss_crossing:
+    input:
+        models=rules.superposition_nonuniform.output.models,
+        metrics=rules.superposition_summary.output.metrics,
+    output:
+        figure=report(
+            results("figures/superposition_loss_crossing.png"),
+            caption="../report/superposition_loss_crossing.rst",
+            category="Superposition",
+        ),
+    resources:
+        mem_mb=500,
+        runtime=5,
+    log:
+        results("logs/plot_superposition_loss_crossing.log"),
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_superposition_loss_crossing.py"
+
+
+rule plot_superposition_dimensionality:
+    input:
+        models=rules.superposition_dimensionality.output.models,
+        features=rules.superposition_dimensionality.output.features,
+    output:
+        figure=report(
+            results("figures/superposition_dimensionality.png"),
+            caption="../report/superposition_dimensionality.rst",
+            category="Superposition",
+        ),
+    params:
+        fractions=SUPER_DEFS["fractions"],
+        threshold=SUPER_DEFS["represented_norm"],
+    resources:
+        mem_mb=500,
+        runtime=5,
+    log:
+        results("logs/plot_superposition_dimensionality.log"),
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_superposition_dimensionality.py"
+
+
+rule plot_superposition_fraction_histogram:
+    input:
+        features=rules.superposition_dimensionality.output.features,
+        metrics=rules.superposition_summary.output.metrics,
+    output:
+        figure=report(
+            results("figures/superposition_fraction_histogram.png"),
+            caption="../report/superposition_fraction_histogram.rst",
+            category="Superposition",
+        ),
+    params:
+        fractions=SUPER_DEFS["fractions"],
+        threshold=SUPER_DEFS["represented_norm"],
+    resources:
+        mem_mb=500,
+        runtime=5,
+    log:
+        results("logs/plot_superposition_fraction_histogram.log"),
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_superposition_fraction_histogram.py"
+
+
+rule plot_superposition_dimensionality_training:
+    input:
+        training=rules.superposition_dimensionality.output.training,
+        jumps=rules.superposition_dimensionality.output.jumps,
+    output:
+        figure=report(
+            results("figures/superposition_dimensionality_training.png"),
+            caption="../report/superposition_dimensionality_training.rst",
+            category="Superposition",
+        ),
+    params:
+        sparsity=SUPER["dimensionality"]["dynamics_sparsity"],
+        fractions=SUPER_DEFS["fractions"],
+        threshold=SUPER_DEFS["represented_norm"],
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    log:
+        results("logs/plot_superposition_dimensionality_training.log"),
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_superposition_dimensionality_training.py"
+
+
+rule plot_superposition_phase_diagram:
+    input:
+        cells=rules.superposition_phase_diagram.output.cells,
+        boundary=rules.superposition_phase_diagram.output.boundary,
+    output:
+        figure=report(
+            results("figures/superposition_phase_diagram.png"),
+            caption="../report/superposition_phase_diagram.rst",
+            category="Superposition",
+        ),
+    resources:
+        mem_mb=500,
+        runtime=5,
+    log:
+        results("logs/plot_superposition_phase_diagram.log"),
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_superposition_phase_diagram.py"
+
+
+# The family's outputs: rule all and the target `superposition` ask for these.
+SUPERPOSITION_TARGETS = [
+    rules.superposition_summary.output.metrics,
+    rules.plot_superposition_polygons.output.figure,
+    rules.plot_superposition_phase_change.output.figure,
+    rules.plot_superposition_loss_crossing.output.figure,
+    rules.plot_superposition_dimensionality.output.figure,
+    rules.plot_superposition_fraction_histogram.output.figure,
+    rules.plot_superposition_dimensionality_training.output.figure,
+    rules.plot_superposition_phase_diagram.output.figure,
+]
+
+
+rule superposition:
+    input:
+        SUPERPOSITION_TARGETS,

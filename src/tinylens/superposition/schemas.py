@@ -1,0 +1,79 @@
+"""Schemas of the superposition family's Parquet tables (results/<preset>/superposition/).
+
+Kept apart from the maths so that figure scripts read the tables without importing torch.
+"""
+
+import numpy as np
+import pyarrow as pa
+
+from tinylens.tables import Schema, fixed_list_to_numpy, read_table
+
+F32, F64, I64, STR, BOOL = pa.float32(), pa.float64(), pa.int64(), pa.string(), pa.bool_()
+W2 = pa.list_(pa.float32(), 2)
+
+UNIFORM_MODELS = Schema("superposition uniform-sweep models", {
+    "sparsity": F64, "seed": I64, "loss": F64, "train_loss": F64, "n_represented": I64, "polygon": STR,
+})
+UNIFORM_FEATURES = Schema("superposition uniform-sweep features", {
+    "sparsity": F64, "seed": I64, "feature": I64, "w": W2, "norm": F32, "angle_deg": F32,
+    "dimensionality": F32, "bias": F32,
+})
+NONUNIFORM_MODELS = Schema("superposition non-uniform models", {
+    "odd_density": F64, "relative_density": F64, "start": STR, "seed": I64, "loss": F64, "train_loss": F64,
+    "n_represented": I64, "polygon": STR, "odd_norm": F32, "kept_start_geometry": BOOL,
+})
+NONUNIFORM_FEATURES = Schema("superposition non-uniform features", {
+    "odd_density": F64, "start": STR, "seed": I64, "feature": I64, "w": W2, "norm": F32,
+    "dimensionality": F32, "bias": F32,
+})
+DIMENSIONALITY_MODELS = Schema("superposition dimensionality models", {
+    "sparsity": F64, "train_loss": F64, "dims_per_feature": F64, "n_represented": I64,
+})
+DIMENSIONALITY_FEATURES = Schema("superposition dimensionality features", {
+    "sparsity": F64, "feature": I64, "norm": F32, "dimensionality": F32, "nearest_fraction": STR, "distance": F32,
+})
+DIMENSIONALITY_TRAINING = Schema("superposition dimensionality over training", {
+    "sparsity": F64, "step": I64, "feature": I64, "norm": F32, "dimensionality": F32,
+})
+DIMENSIONALITY_JUMPS = Schema("superposition dimensionality jumps", {
+    "sparsity": F64, "feature": I64, "step": I64, "from_fraction": STR, "to_fraction": STR,
+    "left_step": I64, "arrive_step": I64,
+})
+PHASE_MODELS = Schema("superposition phase-diagram models", {
+    "importance": F64, "density": F64, "seed": I64, "loss": F64, "regime": STR, "w0": F32, "w1": F32,
+    "b0": F32, "b1": F32,
+})
+PHASE_CELLS = Schema("superposition phase-diagram cells", {
+    "importance": F64, "density": F64, "trained_regime": STR, "analytic_regime": STR, "seeds_in_analytic": I64,
+})
+PHASE_BOUNDARY = Schema("superposition phase-diagram boundary", {
+    "importance": F64, "analytic_density": F64, "trained_density": F64,
+})
+
+#: every table of the family, by file stem
+TABLES = {
+    "uniform_models": UNIFORM_MODELS,
+    "uniform_features": UNIFORM_FEATURES,
+    "nonuniform_models": NONUNIFORM_MODELS,
+    "nonuniform_features": NONUNIFORM_FEATURES,
+    "dimensionality_models": DIMENSIONALITY_MODELS,
+    "dimensionality_features": DIMENSIONALITY_FEATURES,
+    "dimensionality_training": DIMENSIONALITY_TRAINING,
+    "dimensionality_jumps": DIMENSIONALITY_JUMPS,
+    "phase_models": PHASE_MODELS,
+    "phase_cells": PHASE_CELLS,
+    "phase_boundary": PHASE_BOUNDARY,
+}
+
+
+def read_columns(path, schema: Schema) -> dict[str, np.ndarray]:
+    """A table as numpy columns (fixed-size list columns as 2-D arrays), its schema checked on read."""
+    table = read_table(path, schema)
+    out = {}
+    for name in schema.columns:
+        col = table.column(name)
+        if isinstance(schema.columns[name], pa.FixedSizeListType):
+            out[name] = fixed_list_to_numpy(col)
+        else:
+            out[name] = col.to_numpy(zero_copy_only=False)
+    return out

@@ -1,0 +1,107 @@
+"""The superposition family end to end on the `test` preset (outputs of the session's workflow run)."""
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+from tinylens.superposition.dynamics import find_jumps
+from tinylens.superposition.experiments import log_grid, summarize_family
+from tinylens.superposition.geometry import feature_dimensionality, polygon_name
+from tinylens.superposition.levels import parse_fractions
+from tinylens.superposition.regimes import REGIMES, classify_regime
+from tinylens.superposition.schemas import TABLES, read_columns
+
+pytestmark = pytest.mark.workflow
+
+FIGURES = ["polygons", "phase_change", "loss_crossing", "dimensionality", "fraction_histogram",
+           "dimensionality_training", "phase_diagram"]
+
+
+@pytest.fixture(scope="module")
+def tables(finished_run):
+    return {name: read_columns(finished_run / f"superposition/{name}.parquet", schema)
+            for name, schema in TABLES.items()}
+
+
+@pytest.fixture(scope="module")
+def spec(test_preset):
+    return test_preset["superposition"]
+
+
+def test_every_table_has_one_row_per_model_or_feature(tables, spec):
+    u, n, d, p = spec["uniform"], spec["nonuniform"], spec["dimensionality"], spec["phase_diagram"]
+    models_u = len(u["sparsities"]) * u["seeds"]
+    assert len(tables["uniform_models"]["seed"]) == models_u
+    assert len(tables["uniform_features"]["seed"]) == models_u * u["features"]
+    models_n = n["relative_density"]["count"] * (2 + n["random_seeds"])
+    assert len(tables["nonuniform_models"]["seed"]) == models_n
+    assert len(tables["nonuniform_features"]["seed"]) == models_n * 5
+    assert len(tables["dimensionality_models"]["sparsity"]) == len(d["sparsities"])
+    assert len(tables["dimensionality_features"]["feature"]) == len(d["sparsities"]) * d["features"]
+    assert len(tables["dimensionality_training"]["step"]) == len(d["sparsities"]) * d["features"] * (d["snapshots"] + 1)
+    cells = p["importance"]["count"] * p["density"]["count"]
+    assert len(tables["phase_cells"]["density"]) == cells
+    assert len(tables["phase_models"]["seed"]) == cells * p["seeds"]
+    assert np.allclose(np.unique(tables["phase_cells"]["importance"]), log_grid(p["importance"]))
+
+
+def test_stored_geometry_is_what_the_stored_weights_give(tables, spec, config):
+    """D_i and the polygon of each model, recomputed from its stored columns of W."""
+    f = tables["uniform_features"]
+    n = spec["uniform"]["features"]
+    W = torch.tensor(f["w"].reshape(-1, n, 2)).transpose(1, 2)  # [models 2 features]
+    assert np.allclose(feature_dimensionality(W).numpy().reshape(-1), f["dimensionality"], atol=1e-5)
+    names = [polygon_name(w, config["superposition"]["represented_norm"])[0] for w in W.numpy()]
+    assert names == list(tables["uniform_models"]["polygon"])
+    pm = tables["phase_models"]
+    regimes = classify_regime(torch.tensor(np.stack([pm["w0"], pm["w1"]], -1))[:, None, :])
+    assert [REGIMES[c] for c in regimes] == list(pm["regime"])
+
+
+def test_jumps_are_those_of_the_stored_trajectories(tables, spec, config):
+    defs = config["superposition"]
+    fractions = parse_fractions(defs["fractions"])
+    levels = sorted({*fractions, Fraction(0)}, reverse=True)
+    tr, jumps = tables["dimensionality_training"], tables["dimensionality_jumps"]
+    for s in spec["dimensionality"]["sparsities"]:
+        sel = np.isclose(tr["sparsity"], s)
+        steps = np.unique(tr["step"][sel])
+        D = tr["dimensionality"][sel].reshape(len(steps), -1)
+        j = defs["jumps"]
+        again = find_jumps(steps, D, levels, j["tolerance"], j["min_dwell"], j["smooth"], j["max_transition"])
+        stored = np.isclose(jumps["sparsity"], s)
+        assert [(j.feature, j.step, str(j.from_fraction), str(j.to_fraction)) for j in again] == list(
+            zip(jumps["feature"][stored], jumps["step"][stored], jumps["from_fraction"][stored],
+                jumps["to_fraction"][stored]))
+    assert all(a != b for a, b in zip(jumps["from_fraction"], jumps["to_fraction"]))
+    assert np.all((jumps["left_step"] < jumps["step"]) & (jumps["step"] <= jumps["arrive_step"]))
+
+
+def test_metrics_are_the_summary_of_the_tables(finished_run, tables, spec, config):
+    metrics = json.loads((finished_run / "metrics/superposition.json").read_text())
+    defs = config["superposition"]
+    again = summarize_family(
+        uniform=tables["uniform_models"], nonuniform=tables["nonuniform_models"],
+        dim_models=tables["dimensionality_models"], dim_features=tables["dimensionality_features"],
+        jumps=tables["dimensionality_jumps"], phase_cells=tables["phase_cells"],
+        phase_boundary=tables["phase_boundary"], fixed_sparsity=spec["nonuniform"]["fixed_sparsity"],
+        dynamics_sparsity=spec["dimensionality"]["dynamics_sparsity"], phase_seeds=spec["phase_diagram"]["seeds"],
+        fractions=parse_fractions(defs["fractions"]), tolerance=defs["tolerance"], jump_settings=defs["jumps"],
+        threshold=defs["represented_norm"])
+    assert metrics["preset"] == "test"
+    assert json.loads(json.dumps(again)) == {k: v for k, v in metrics.items() if k != "preset"}
+    assert set(metrics) >= {"headline", "uniform", "phase_change", "dimensionality", "phase_diagram"}
+    assert all("source" in metrics[k] for k in ("uniform", "phase_change", "dimensionality", "phase_diagram"))
+    assert 0 <= metrics["headline"]["phase_agreement_best_seed"] <= 1
+
+
+def test_every_figure_is_a_real_image(finished_run):
+    import matplotlib.image as mpimg
+
+    for name in FIGURES:
+        image = mpimg.imread(finished_run / f"figures/superposition_{name}.png")
+        assert image.shape[0] > 300 and image.shape[1] > 500, name
+        assert image[..., :3].std() > 0.05, name  # not a blank canvas
