@@ -44,6 +44,7 @@ def _correlated(rng, n_prompts: int, n_strings: int) -> tuple[np.ndarray, np.nda
 
 #: Every way the search can run on a CPU: both screens, the compiled pass and the torch pass (the GPU's).
 VARIANTS = [dict(screen=s, binner=b) for s in ("float32", "bfloat16") for b in ("compiled", "torch")]
+VARIANTS.append(dict(screen="bfloat16", binner="compiled", dense_fraction=0.0))  # every tile: one float32 product
 if torch.cuda.is_available():  # the GPU's path: the torch pass with the float32 screen
     VARIANTS.append(dict(device="cuda"))
 

@@ -27,7 +27,11 @@ Two screens, both exact after their re-checks:
   vectors, for CPUs with bf16 dot-product instructions (AVX512-BF16, AMX),
   where it runs about four times faster than float32. Its bound is about
   0.01 (:func:`screen_margin`); each candidate gets a float32 dot product of
-  the original vectors, then the float32 path above.
+  the original vectors, then the float32 path above. Where a tile is dense
+  (more than ``dense_fraction`` of its entries are candidates, as for the
+  weakly trained models of short runs, whose activations are much alike),
+  one float32 product of the tile's raw vectors replaces the per-candidate
+  dot products (cheaper from about a fifth of the entries on).
 
 On a CPU each worker thread owns a set of prompt rows and loops over string
 chunks: a tile small enough to stay in the core's cache is multiplied (torch,
@@ -272,14 +276,30 @@ def _dot64(a, i, b, j):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, cache=True)
-def _bin_tile(tile, screen_value, refine, p0, s0, prompts, strings, string_rows, p_norms, s_norms,
+def _count_at_least(tile, screen_value):  # pragma: no cover - compiled
+    """Entries of ``tile`` at or above ``screen_value`` (the candidates of a screen tile)."""
+    n = 0
+    for r in range(tile.shape[0]):
+        for j in range(tile.shape[1]):
+            n += tile[r, j] >= screen_value
+    return n
+
+
+#: How the binning pass gets each candidate's float32 cosine.
+FROM_TILE, DOT_PER_CANDIDATE, FROM_DOTS = 0, 1, 2
+
+
+@numba.njit(nogil=True, cache=True)
+def _bin_tile(tile, screen_value, refine, dots, p0, s0, prompts, strings, string_rows, p_norms, s_norms,
               start, inv_step, margin_bins, edges, code, indptr, token, count, matches, summed, cand):  # pragma: no cover
     """Bin one screen tile [rows width] (rows = prompts p0.., columns = searched strings s0..).
 
     ``tile >= screen_value`` selects the candidates (``tile`` float32 cosines, or the int16 bit patterns of
-    non-negative bf16 ones, which order like the values). Each candidate's cosine is the tile's float32
-    value, or with ``refine`` a float32 dot product of the raw vectors over the float64 norms; within
-    ``margin_bins`` of an edge it is recomputed in float64. Then the string's counts go to
+    non-negative bf16 ones, which order like the values). Each candidate's cosine is (``refine``) the
+    tile's float32 value (FROM_TILE), or a float32 dot product of the raw vectors over the float64 norms,
+    made per candidate (DOT_PER_CANDIDATE) or taken from ``dots``, the float32 product of the tile's raw
+    vectors (FROM_DOTS; any summation order keeps :func:`rounding_margin`); within ``margin_bins`` of an
+    edge it is recomputed in float64. Then the string's counts go to
     ``summed[row, bin]`` and ``matches[row, bin]`` (rows of this tile only).
     Searched order: ``s_norms``, ``code`` (:meth:`CountsCSR.packed`) and the CSR are indexed by searched
     string; ``string_rows`` maps a searched string to its row of ``strings``. ``cand``: scratch >= width.
@@ -307,10 +327,13 @@ def _bin_tile(tile, screen_value, refine, p0, s0, prompts, strings, string_rows,
         # the binning, whose updates of the local tables would otherwise serialise the loads.
         for i in range(n):
             j = cand[i]
-            if refine:
+            if refine == DOT_PER_CANDIDATE:
                 q = s0 + j
                 denom = pn * s_norms[q]
                 cos[i] = np.float64(_dot32(prompts, pr, strings, string_rows[q])) / denom if denom > 0 else 0.0
+            elif refine == FROM_DOTS:
+                denom = pn * s_norms[s0 + j]
+                cos[i] = np.float64(dots[r, j]) / denom if denom > 0 else 0.0
             else:
                 cos[i] = np.float64(row[j])
         k_lo, k_hi = n_bins, -1
@@ -409,7 +432,7 @@ def _chunks(device: torch.device) -> tuple[int, int]:
 def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, edges: np.ndarray,
                  members: np.ndarray | None = None, *, device: torch.device | str = "cpu", screen: str = "auto",
                  binner: str | None = None, threads: int | None = None, prompt_chunk: int | None = None,
-                 string_chunk: int | None = None, progress: bool = False,
+                 string_chunk: int | None = None, dense_fraction: float = 0.2, progress: bool = False,
                  desc: str = "search") -> tuple[np.ndarray, np.ndarray]:
     """Binned matches of every prompt against every string, for one block.
 
@@ -418,7 +441,9 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
     (all if None). ``device``: where the tiles are multiplied and binned; ``screen``: see the module
     docstring (``auto`` = :func:`resolve_screen`); ``binner``: ``compiled`` (CPU only, the default there)
     or ``torch`` (the default elsewhere); ``threads``: CPU worker threads (default: torch's thread count
-    as the caller set it with ``torch.set_num_threads``).
+    as the caller set it with ``torch.set_num_threads``); ``dense_fraction``: with the bfloat16 screen and
+    the compiled binner, a tile with more candidates than this share of its entries gets one float32
+    product of its raw vectors instead of a dot product per candidate (0: every tile, above 1: none).
     Returns ``(bin_matches [n_prompts n_bins], bin_counts [n_prompts n_bins vocab])``, int64.
     """
     device = torch.device(device)
@@ -483,6 +508,11 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
     with exact_float32_matmul():
         if binner == "compiled":
             s_unit_t = s_unit.T  # [d_model strings]: tiles are column slices
+            # the raw vectors, for dense tiles' float32 products (views, no copy)
+            raw_prompts, raw_strings = torch.from_numpy(prompts), torch.from_numpy(strings)
+            raw_strings_t = raw_strings.T
+            contiguous = len(string_rows) == len(strings)  # searched string j is row j
+            no_dots = np.zeros((1, 1), dtype=np.float32)
             torch_threads = torch.get_num_threads()
             torch.set_num_threads(1)  # each worker multiplies its own tiles on its own core
 
@@ -494,15 +524,23 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
                 # accumulators in cache: 256 prompts x 30 bins x 65 tokens x 4 bytes = 2 MB
                 m_chunk = np.zeros((rows, n_bins), dtype=np.int32)
                 c_chunk = np.zeros((rows, n_bins, vocab), dtype=np.int32)
-                buffers = {}
+                buffers, dot_buffers = {}, {}
                 for s0 in range(0, len(string_rows), string_chunk):
                     width = min(string_chunk, len(string_rows) - s0)
                     if width not in buffers:
                         buffers[width] = torch.empty((rows, width), dtype=dtype)
                     tile = _tile_matmul(p_tile, s_unit_t[:, s0 : s0 + width], out=buffers[width])
                     values = tile.view(torch.int16).numpy() if refine else tile.numpy()
-                    _bin_tile(values, screen_value, refine, p0, s0, prompts, strings, string_rows, p_norms, s_norms,
-                              start, 1.0 / step, margin_bins, edges64, code, counts.indptr, counts.token,
+                    how, dots = (DOT_PER_CANDIDATE if refine else FROM_TILE), no_dots
+                    if refine and _count_at_least(values, screen_value) > dense_fraction * rows * width:
+                        if width not in dot_buffers:
+                            dot_buffers[width] = torch.empty((rows, width), dtype=torch.float32)
+                        raw = (raw_strings_t[:, s0 : s0 + width] if contiguous
+                               else raw_strings[torch.from_numpy(string_rows[s0 : s0 + width])].T)
+                        dots = _tile_matmul(raw_prompts[p0 : p0 + rows], raw, out=dot_buffers[width]).numpy()
+                        how = FROM_DOTS
+                    _bin_tile(values, screen_value, how, dots, p0, s0, prompts, strings, string_rows, p_norms,
+                              s_norms, start, 1.0 / step, margin_bins, edges64, code, counts.indptr, counts.token,
                               counts.count, m_chunk, c_chunk, cand)
                 matches[p0 : p0 + rows] = m_chunk
                 summed[p0 : p0 + rows] = c_chunk
