@@ -40,14 +40,12 @@ include: "rules/activations.smk"
 include: "rules/search.smk"
 include: "rules/approx.smk"
 include: "rules/figures.smk"
-# --- circuits family ---
-include: "rules/circuits.smk"
-# --- end circuits family ---
-# --- superposition family ---
-include: "rules/superposition.smk"
-
-
-# --- end superposition family ---
+include: "rules/supporting.smk"  # supporting analyses (method.md §7)
+include: "rules/circuits.smk"  # weight-only circuits (method.md §9)
+include: "rules/superposition.smk"  # superposition in toy models (method.md §11)
+include: "rules/dynamics.smk"  # training dynamics (method.md §8)
+include: "rules/attention.smk"  # attention dynamics (method.md §10)
+include: "rules/comparison.smk"  # the published numbers beside ours (after every family: it reads their metrics)
 
 
 onstart:
@@ -55,21 +53,36 @@ onstart:
     remove_stale_temporaries(f"results/{PRESET}", recursive=True)
 
 
+# The core reproduction (method.md §0-6): `snakemake --cores all core`.
+CORE_TARGETS = [
+    # intermediates too: a deleted shard or dump is noticed and remade, not silently missing
+    core_artifacts(),
+    results("metrics/corpus.json"),
+    results("metrics/training.json"),
+    expand(results("samples/seed{seed}.txt"), seed=SEEDS),
+    results("figures/loss_curves.png"),
+    expand(results("metrics/hellinger_{mode}.json"), mode=MODES),
+    results("figures/hellinger_histogram.png"),
+    results("figures/threshold_sweep.png"),
+    results("figures/case_studies.png"),
+    results("metrics/search_verification.json"),
+    results("metrics/hellinger.json"),
+    results("metrics/headline.json"),
+]
+
+
 rule all:
     input:
-        # intermediates too: a deleted shard or dump is noticed and remade, not silently missing
-        core_artifacts(),
-        results("metrics/corpus.json"),
-        results("metrics/training.json"),
-        expand(results("samples/seed{seed}.txt"), seed=SEEDS),
-        results("figures/loss_curves.png"),
-        expand(results("metrics/hellinger_{mode}.json"), mode=MODES),
-        results("figures/hellinger_histogram.png"),
-        results("figures/threshold_sweep.png"),
-        results("figures/case_studies.png"),
-        results("metrics/search_verification.json"),
-        results("metrics/hellinger.json"),
-        results("metrics/headline.json"),
+        CORE_TARGETS,
+        SUPPORTING_TARGETS,  # supporting analyses (rules/supporting.smk)
         CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
         SUPERPOSITION_TARGETS,  # superposition family (rules/superposition.smk)
+        DYNAMICS_TARGETS,  # training-dynamics family (rules/dynamics.smk)
+        ATTENTION_TARGETS,  # attention dynamics (rules/attention.smk)
+include: "rules/comparison.smk"  # the published numbers beside ours (after every family: it reads their metrics)
     default_target: True
+
+
+rule core:
+    input:
+        CORE_TARGETS,

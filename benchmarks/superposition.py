@@ -34,7 +34,7 @@ from tinylens.superposition.experiments import (
     run_nonuniform,
     run_phase_diagram,
     run_uniform,
-    summarize_family,
+    summarize_tables,
     train_settings,
 )
 from tinylens.superposition.levels import parse_fractions
@@ -53,8 +53,9 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def timed(device, fn, *args, **kwargs):
-    """fn(*args, **kwargs), its wall and CPU seconds."""
+def timed(device, fn, /, *args, **kwargs):
+    """fn(*args, **kwargs), its wall and CPU seconds (``device``, positional only, is the one to synchronise;
+    fn may take a ``device=`` of its own)."""
     sync(device)
     wall, cpu = time.perf_counter(), time.process_time()
     out = fn(*args, **kwargs)
@@ -153,13 +154,7 @@ def main() -> None:
         tables["dimensionality_jumps"] = tables.pop("dimensionality_jumps", outputs["dimensionality"]["jumps"])
         for stem, cols in tables.items():
             write_table(args.out / f"superposition/{stem}.parquet", TABLES[stem], cols)
-        metrics = summarize_family(
-            uniform=tables["uniform_models"], nonuniform=tables["nonuniform_models"],
-            dim_models=tables["dimensionality_models"], dim_features=tables["dimensionality_features"],
-            jumps=tables["dimensionality_jumps"], phase_cells=tables["phase_cells"],
-            phase_boundary=tables["phase_boundary"], fixed_sparsity=spec["nonuniform"]["fixed_sparsity"],
-            dynamics_sparsity=spec["dimensionality"]["dynamics_sparsity"], phase_seeds=spec["phase_diagram"]["seeds"],
-            fractions=fractions, tolerance=defs["tolerance"], jump_settings=defs["jumps"], threshold=thr)
+        metrics = summarize_tables(tables, spec, defs)
         write_json(args.out / "superposition.json", {"preset": args.preset, **metrics})
         t = {stem: read_columns(args.out / f"superposition/{stem}.parquet", TABLES[stem]) for stem in tables}
         fig = args.out / "figures"

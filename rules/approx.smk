@@ -1,4 +1,6 @@
 rule tune_approximation:
+    wildcard_constraints:
+        mode="|".join(TUNED_MODES),  # the paper mode has no tuning prompts
     input:
         shards=search_shards(),
         prompts=results("strings/prompts_{mode}.parquet"),
@@ -31,7 +33,8 @@ rule evaluate:
         shards=search_shards(),
         prompts=results("strings/prompts_{mode}.parquet"),
         strings=rules.build_strings.output.strings,
-        tuned=rules.tune_approximation.output.tuned,
+        # the paper mode has no tuning prompts: it is evaluated with the corpus mode's tuned values
+        tuned=lambda wc: results(f"approx/{TUNED_WITH[wc.mode]}/tuned.json"),
         model_config=results(f"models/seed{ORIGINAL}/config.json"),
         logits=expand(results("activations/seed{seed}/prompts_{{mode}}/logits.parquet"), seed=SEEDS),
     output:
@@ -39,6 +42,7 @@ rule evaluate:
         summary=results("metrics/hellinger_{mode}.json"),
     params:
         mode=lambda wc: wc.mode,
+        tuned_with=lambda wc: TUNED_WITH[wc.mode],
         grid=config["threshold_grid"],
         seeds=SEEDS,
         original=ORIGINAL,

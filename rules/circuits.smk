@@ -72,8 +72,13 @@ rule circuits_summary:
         n_head=MODEL["n_head"],
         d_model=MODEL["n_embed"],
         top_pairs=CIRCUITS["top_pairs"],
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/circuits_summary.log"),
+    benchmark:
+        results("benchmarks/circuits_summary.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -92,8 +97,13 @@ rule plot_composition_heatmaps:
     params:
         n_layer=MODEL["n_layer"],
         n_head=MODEL["n_head"],
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_composition_heatmaps.log"),
+    benchmark:
+        results("benchmarks/plot_composition_heatmaps.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -110,8 +120,13 @@ rule plot_composition_symmetry:
             caption="../report/composition_symmetry.rst",
             category="Composition",
         ),
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_composition_symmetry.log"),
+    benchmark:
+        results("benchmarks/plot_composition_symmetry.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -127,8 +142,13 @@ rule plot_composition_kendall_tau:
             caption="../report/composition_kendall_tau.rst",
             category="Composition",
         ),
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_composition_kendall_tau.log"),
+    benchmark:
+        results("benchmarks/plot_composition_kendall_tau.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -138,6 +158,8 @@ rule plot_composition_kendall_tau:
 rule plot_composition_over_training:
     input:
         tables=expand(results("circuits/seed{seed}/over_training.parquet"), seed=SEEDS),
+        # the training-dynamics family's phase-change windows, shaded (rules/dynamics.smk)
+        dynamics=results("metrics/dynamics.json"),
     output:
         figure=report(
             results("figures/composition_over_training.png"),
@@ -148,8 +170,13 @@ rule plot_composition_over_training:
         seeds=SEEDS,
         original=ORIGINAL,
         top_pairs=CIRCUITS["top_pairs"],
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_composition_over_training.log"),
+    benchmark:
+        results("benchmarks/plot_composition_over_training.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -169,8 +196,13 @@ rule plot_composition_across_seeds:
     params:
         original=ORIGINAL,
         n_layer=MODEL["n_layer"],
+    resources:
+        mem_mb=600,
+        runtime=5,
     log:
         results("logs/plot_composition_across_seeds.log"),
+    benchmark:
+        results("benchmarks/plot_composition_across_seeds.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -184,6 +216,9 @@ CIRCUITS_TARGETS = [
     rules.plot_composition_kendall_tau.output.figure,
     rules.plot_composition_over_training.output.figure,
     rules.plot_composition_across_seeds.output.figure,
+    # intermediates too: `rule all` then notices one deleted or lost with a failed job
+    expand(rules.composition_scores.output, seed=SEEDS),
+    rules.symmetry_test.output,
 ]
 
 

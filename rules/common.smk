@@ -1,8 +1,8 @@
 # Shared by every stage: the active preset, output paths, wildcard constraints, resources.
 import os
 
-from tinylens.config import active_preset, all_seeds
-from tinylens.strings import MODES as PROMPT_MODES
+from tinylens.config import active_preset, all_seeds, seed_train_settings
+from tinylens.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
 
 PRESET = config["preset"]
 SETTINGS = active_preset(config)
@@ -23,6 +23,7 @@ ANALYSIS = SETTINGS["analysis"]
 ORIGINAL = config["seeds"]["original"]
 ALTERNATES = config["seeds"]["alternates"]
 MODES = list(PROMPT_MODES)  # defined once, in tinylens.strings
+TUNED_MODES = list(TUNING_MODES)  # the modes with tuning prompts; the paper mode uses the corpus mode's values
 N_LAYER = SETTINGS["model"]["n_layer"]
 PROMPT_SETS = [f"prompts_{mode}" for mode in MODES]
 
@@ -52,6 +53,16 @@ def dump_input_table(wildcards):
     return results(f"strings/{wildcards.set}.parquet")
 
 
+def model_files(seed):
+    """The files that rebuild one trained model (tinylens.weights.load_model reads the folder)."""
+    base = results(f"models/seed{seed}")
+    return {
+        "weights": f"{base}/model.safetensors",
+        "config": f"{base}/config.json",
+        "tokenizer": f"{base}/tokenizer.json",
+    }
+
+
 def search_shards(mode=None):
     """Every search shard of ``mode`` (None: of the rule's {mode} wildcard)."""
     mode = "{{mode}}" if mode is None else mode
@@ -61,19 +72,22 @@ def search_shards(mode=None):
 # --- resources: memory and time of the data-sized rules grow with the rows of their tables ---
 D_MODEL = SETTINGS["model"]["n_embed"]
 N_BINS = config["threshold_grid"]["count"]
-PROMPTS_PER_SHARD = -(-ANALYSIS["n_prompts"] // ANALYSIS["search_shards"])
+PROMPTS_PER_SHARD = -(-max(ANALYSIS["n_prompts"], ANALYSIS["paper_prompts"]) // ANALYSIS["search_shards"])
 #: Bytes per string of the string table in memory (next-token counts of both modes, CSR, the strings),
 #: and per string per activation value (a block read, its unit-vector copy, float64 chunks).
 STRING_BYTES, STRING_VALUE_BYTES = 1900, 16
 
 
 def table_rows(path):
-    """Rows of a Parquet table, from its footer. A table not made yet is a FileNotFoundError naming it,
-    which Snakemake reads as "resources to be determined" until its job has run."""
+    """Rows of a Parquet table, from its footer (summed over a list of tables, such as the prompts of
+    every mode). A table not made yet is a FileNotFoundError naming it, which Snakemake reads as
+    "resources to be determined" until its job has run."""
     import errno
 
     import pyarrow.parquet as pq
 
+    if not isinstance(path, (str, os.PathLike)):
+        return sum(table_rows(p) for p in path)
     if not os.path.exists(path):
         raise FileNotFoundError(errno.ENOENT, "not made yet", str(path))
     return pq.read_metadata(path).num_rows
@@ -117,10 +131,44 @@ def core_artifacts():
         files += [
             results(f"strings/prompts_{mode}.parquet"),
             *search_shards(mode),
-            results(f"approx/{mode}/tuned.json"),
-            results(f"approx/{mode}/threshold_sweep.csv"),
             results(f"evaluation/{mode}/hellinger.parquet"),
             results(f"metrics/hellinger_{mode}.json"),
         ]
+    for mode in TUNED_MODES:
+        files += [results(f"approx/{mode}/tuned.json"), results(f"approx/{mode}/threshold_sweep.csv")]
     files += [results("case_studies/summary.json"), results("case_studies/matches.parquet")]
     return files
+
+
+# --- the published numbers beside ours (rules/comparison.smk) ---
+# The metrics documents the table reads: name -> (file under results/<preset>/, the rule that writes it).
+# A document whose rule is not part of the workflow is listed as "not computed" in its rows.
+COMPARISON_SOURCES = {
+    "training": ("metrics/training.json", "training_summary"),
+    "original_model": (f"models/seed{ORIGINAL}/metrics.json", "train_model"),
+    "verification": ("metrics/search_verification.json", "verify_search"),
+    "paper_prompts": ("metrics/hellinger_paper.json", "evaluate"),
+    "corpus": ("metrics/hellinger_corpus.json", "evaluate"),
+    "heldout": ("metrics/hellinger_heldout.json", "evaluate"),
+    "case_studies": ("case_studies/summary.json", "case_studies"),
+    "supporting": ("metrics/supporting.json", "supporting_metrics"),  # §7: the supporting analyses
+}
+
+
+def has_rule(name):
+    """Whether the workflow defines rule ``name`` (asked once every rule file is read)."""
+    return any(r.name == name for r in workflow.rules)
+
+
+def comparison_sources(wildcards):
+    return {name: results(path) for name, (path, rule) in COMPARISON_SOURCES.items() if has_rule(rule)}
+
+
+def absent_sources(wildcards):
+    return {
+        name: f"{path} is not made by this workflow (no rule {rule})"
+        for name, (path, rule) in COMPARISON_SOURCES.items()
+        if not has_rule(rule)
+    }
+
+# --- end comparison ---

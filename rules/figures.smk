@@ -52,14 +52,14 @@ rule plot_hellinger_histogram:
 
 rule plot_threshold_sweep:
     input:
-        sweeps=expand(results("approx/{mode}/threshold_sweep.csv"), mode=MODES),
-        tuned=expand(results("approx/{mode}/tuned.json"), mode=MODES),
+        sweeps=expand(results("approx/{mode}/threshold_sweep.csv"), mode=TUNED_MODES),
+        tuned=expand(results("approx/{mode}/tuned.json"), mode=TUNED_MODES),
     output:
         figure=report(
             results("figures/threshold_sweep.png"), caption="../report/threshold_sweep.rst", category="Approximation"
         ),
     params:
-        modes=MODES,
+        modes=TUNED_MODES,
         paper_thresholds=config["paper_baseline"]["thresholds"],
         n_blocks=N_LAYER,
     resources:

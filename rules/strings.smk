@@ -24,3 +24,28 @@ rule build_strings:
         "../envs/tinylens.yaml"
     script:
         "../scripts/build_strings.py"
+
+
+rule paper_prompts:
+    input:
+        tokenizer=rules.tokenize.output.tokenizer,
+        train=rules.tokenize.output.train,
+        val=rules.tokenize.output.val,
+    output:
+        prompts=results("strings/prompts_paper.parquet"),
+    params:
+        length=config["substring_length"],
+        n_prompts=ANALYSIS["paper_prompts"],
+        seed=config["paper_prompt_seed"],
+    resources:
+        # the window keys and np.unique's copies: about 60 bytes per token
+        mem_mb=lambda wc, input: int(400 + 60 * (os.path.getsize(input.train) + os.path.getsize(input.val)) / 2**20),
+        runtime=5,
+    log:
+        results("logs/paper_prompts.log"),
+    benchmark:
+        results("benchmarks/paper_prompts.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/paper_prompts.py"

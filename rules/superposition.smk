@@ -114,24 +114,20 @@ rule superposition_phase_diagram:
 
 rule superposition_summary:
     input:
-        uniform=rules.superposition_uniform.output.models,
-        nonuniform=rules.superposition_nonuniform.output.models,
-        dim_models=rules.superposition_dimensionality.output.models,
-        dim_features=rules.superposition_dimensionality.output.features,
-        jumps=rules.superposition_dimensionality.output.jumps,
+        # named as the tables are in tinylens.superposition.schemas.TABLES
+        uniform_models=rules.superposition_uniform.output.models,
+        nonuniform_models=rules.superposition_nonuniform.output.models,
+        dimensionality_models=rules.superposition_dimensionality.output.models,
+        dimensionality_features=rules.superposition_dimensionality.output.features,
+        dimensionality_jumps=rules.superposition_dimensionality.output.jumps,
         phase_cells=rules.superposition_phase_diagram.output.cells,
         phase_boundary=rules.superposition_phase_diagram.output.boundary,
     output:
         metrics=results("metrics/superposition.json"),
     params:
         preset=PRESET,
-        fixed_sparsity=SUPER["nonuniform"]["fixed_sparsity"],
-        dynamics_sparsity=SUPER["dimensionality"]["dynamics_sparsity"],
-        phase_seeds=SUPER["phase_diagram"]["seeds"],
-        fractions=SUPER_DEFS["fractions"],
-        tolerance=SUPER_DEFS["tolerance"],
-        jumps=SUPER_DEFS["jumps"],
-        threshold=SUPER_DEFS["represented_norm"],
+        spec=SUPER,
+        definitions=SUPER_DEFS,
     resources:
         mem_mb=1000,
         runtime=5,
@@ -310,6 +306,11 @@ SUPERPOSITION_TARGETS = [
     rules.plot_superposition_fraction_histogram.output.figure,
     rules.plot_superposition_dimensionality_training.output.figure,
     rules.plot_superposition_phase_diagram.output.figure,
+    # intermediates too: `rule all` then notices one deleted or lost with a failed job
+    rules.superposition_uniform.output,
+    rules.superposition_nonuniform.output,
+    rules.superposition_dimensionality.output,
+    rules.superposition_phase_diagram.output,
 ]
 
 

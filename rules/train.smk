@@ -13,7 +13,8 @@ rule train_model:
     params:
         seed=lambda wc: int(wc.seed),
         model=SETTINGS["model"],
-        train={k: TRAIN[k] for k in ("batch_size", "phases", "eval_interval", "eval_iters", "checkpoint_steps")},
+        # this seed's settings (its own last step where final_step_by_seed names it)
+        train=lambda wc: seed_train_settings(TRAIN, int(wc.seed)),
         device=config["device"],
         compile=TRAIN.get("compile", "none"),
         # Unfinished work (resume state, checkpoints so far) lives here, outside the

@@ -38,8 +38,8 @@ with log_to(snakemake.log[0]) as log:
     in_train = in_train_text(prompts["string"], table.strings, table.in_train)
     write_table(out.table, hellinger_schema(alternates, cfg.n_layer), {**prompts, "in_train": in_train, **columns})
     log.info("wrote per-prompt distances of %d prompts to %s", n, out.table)
-    summary = evaluation_summary(columns, prompts["split"], in_train, alternates, tuned, p.mode)
+    summary = evaluation_summary(columns, prompts["split"], in_train, alternates, tuned, p.mode, p.tuned_with)
     write_json(out.summary, summary)
-    log.info("%s mode: approximation mean H %.4f (in the train text verbatim: %s of the prompts), alternates %s -> %s",
-             p.mode, summary["approximation"]["mean"], summary["verbatim_in_train"]["share"],
+    log.info("%s mode (values tuned on the %s mode): approximation mean H %.4f (in the train text verbatim: %s of the prompts), alternates %s -> %s",
+             p.mode, p.tuned_with, summary["approximation"]["mean"], summary["verbatim_in_train"]["share"],
              {s: v["mean"] for s, v in summary["alternates"].items()}, out.summary)

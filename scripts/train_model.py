@@ -14,8 +14,6 @@ with log_to(snakemake.log[0]) as log:
     torch.set_num_threads(snakemake.threads)
     tokenizer = CharTokenizer.load(snakemake.input.tokenizer)
     device = select_device(params.device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
     # torch.compile pays on a GPU (fewer, fused kernels); on a CPU compiling costs more than it saves
     compile_mode = params.compile if device.type == "cuda" and params.compile != "none" else None
     log.info("training seed %d on %s (compile: %s)", params.seed, device, compile_mode or "none")

@@ -7,6 +7,9 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+# Test this checkout's package, not one pip-installed from another checkout: here and in the processes tests start.
+sys.path.insert(0, str(REPO / "src"))
+os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 @pytest.fixture(scope="session")

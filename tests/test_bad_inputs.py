@@ -1,10 +1,13 @@
-"""docs/bad-inputs.md shows the messages the code gives today (the configuration cases, checked exactly)."""
+"""docs/bad-inputs.md shows the messages the code gives today (checked exactly, line by line)."""
 
 import copy
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tinylens.config import ConfigError, validate_config
+from tinylens.logs import log_to
 
 
 def _bad(config, **changes):
@@ -34,3 +37,135 @@ def test_the_catalogue_shows_todays_config_messages(repo, config, case):
         validate_config(_bad(config, **CASES[case]), repo / "config/schema.yaml")
     lines = [line for line in str(err.value).splitlines() if line.startswith("  - ")]
     assert lines and all(line in doc for line in lines), lines
+
+
+# --- the library's messages, as the console shows them (tinylens.logs.log_to), in a project directory ---
+
+
+def _resume_changed_lr(config):
+    import json
+
+    import torch
+
+    from tinylens.config import model_config, train_config
+    from tinylens.train import check_resume_fingerprint, run_fingerprint
+
+    train = config["presets"]["test"]["train"]
+    faster = {**train, "phases": [{**train["phases"][0], "lr": 1e-3}, *train["phases"][1:]]}
+    model = model_config(config["presets"]["test"]["model"], 65)
+    ids = np.arange(100, dtype=np.uint8)
+    before, after = (run_fingerprint(model, train_config(t, 1337), ids, ids, torch.device("cpu")) for t in (train, faster))
+    check_resume_fingerprint({"fingerprint": json.dumps(before, sort_keys=True)}, after,
+                             Path("results/test/models/seed1337.partial/resume.pt"))
+
+
+def _truncated_shard(config):
+    from tinylens.search import load_summary, write_summary
+
+    shard = Path("results/test/search/corpus/shard_1-of-2.parquet")
+    write_summary(shard, np.arange(60, dtype=np.int32), np.zeros((60, 6, 30), np.uint32),
+                  np.zeros((60, 6, 30, 65), np.uint32))
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    load_summary([shard], 6, 30, 65)
+
+
+def _shard_of_another_run(config):
+    from tinylens.approx import summary_for_prompts
+    from tinylens.search import write_summary
+
+    shard = Path("results/test/search/corpus/shard_1-of-2.parquet")
+    write_summary(shard, np.arange(60, dtype=np.int32), np.zeros((60, 6, 30), np.uint32),
+                  np.zeros((60, 6, 30, 65), np.uint32))
+    summary_for_prompts([shard], np.arange(120), 6, 30, 65)
+
+
+def _foreign_weights(config):
+    from tinylens.config import model_config
+    from tinylens.model import Transformer
+    from tinylens.weights import load_model, save_model
+
+    directory = Path("results/test/models/seed1337")
+    save_model(directory, Transformer(model_config(config["presets"]["small"]["model"], 65)))
+    model_config(config["presets"]["test"]["model"], 65).to_json(directory / "config.json")
+    load_model(directory)
+
+
+def _random_bytes_as_weights(config):
+    from tinylens.config import model_config
+    from tinylens.weights import load_model
+
+    directory = Path("results/test/models/seed1337")
+    directory.mkdir(parents=True)
+    model_config(config["presets"]["test"]["model"], 65).to_json(directory / "config.json")
+    (directory / "model.safetensors").write_bytes(np.random.default_rng(0).bytes(1000))
+    load_model(directory)
+
+
+def _checksum_mismatch(config, corpus):
+    from tinylens.corpus import fetch_corpus
+
+    fetch_corpus(str(corpus), "results/test/data/corpus.txt", "ab" * 32)
+
+
+def _offline(config, monkeypatch):
+    import socket
+    import urllib.error
+    import urllib.request
+
+    from tinylens.corpus import fetch_corpus
+
+    def no_network(*args, **kwargs):
+        raise urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    fetch_corpus(config["corpus_url"], "results/test/data/corpus.txt", config["corpus_sha256"])
+
+
+def _no_local_copy(config):
+    from tinylens.corpus import fetch_corpus
+
+    fetch_corpus("/data/nowhere/input.txt", "results/test/data/corpus.txt", config["corpus_sha256"])
+
+
+LIBRARY_CASES = {
+    "changed schedule on resume": (_resume_changed_lr, "train_seed1337"),
+    "truncated Parquet": (_truncated_shard, "tune_approximation_corpus"),
+    "shard of another run": (_shard_of_another_run, None),
+    "foreign weights file": (_foreign_weights, "sample_seed1337"),
+    "not a safetensors file": (_random_bytes_as_weights, None),
+    "checksum mismatch": (_checksum_mismatch, "download_corpus"),
+    "offline download": (_offline, "download_corpus"),
+    "no local copy": (_no_local_copy, None),
+}
+
+
+@pytest.mark.parametrize("case", LIBRARY_CASES)
+def test_the_catalogue_shows_todays_library_messages(repo, config, case, tmp_path, monkeypatch, capsys, request):
+    """Each message exactly as the console shows it, and the `(full log: ...)` line where the catalogue shows one."""
+    doc = (repo / "docs/bad-inputs.md").read_text(encoding="utf-8")
+    make, log = LIBRARY_CASES[case]
+    monkeypatch.chdir(tmp_path)
+    args = {"checksum mismatch": lambda: [request.getfixturevalue("corpus_path")],
+            "offline download": lambda: [monkeypatch]}.get(case, lambda: [])()
+    with pytest.raises((ValueError, RuntimeError)):  # CorpusError is a RuntimeError
+        with log_to(f"results/test/logs/{log or 'job'}.log"):
+            make(config, *args)
+    console = capsys.readouterr().err
+    if case == "checksum mismatch":  # the catalogue shows the corpus copy where it was tried
+        console = console.replace(str(args[0]), "/work/shared/data/tinyshakespeare/input.txt")
+    lines = console.splitlines()
+    assert lines[0].startswith("tinylens: ") and lines[-1].startswith("(full log: ")
+    if log is None:  # the catalogue leaves this line out
+        lines = lines[:-1]
+    missing = [line for line in lines if line not in doc.splitlines()]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("check", ["no dvc.lock", "result-changing --config"])
+def test_the_catalogue_shows_todays_restore_messages(repo, check, tmp_path):
+    from tinylens.restore import RestoreError, check_config, check_lock
+
+    doc = (repo / "docs/bad-inputs.md").read_text(encoding="utf-8").splitlines()
+    with pytest.raises(RestoreError) as err:
+        check_lock("test", tmp_path) if check == "no dvc.lock" else check_config(["seeds={original: 1}"])
+    assert f"tinylens-restore: {err.value}" in doc

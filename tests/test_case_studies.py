@@ -53,6 +53,9 @@ def test_summarize_reports_the_papers_case_study_numbers():
     assert s["examples"] == [["s2", "s3"], ["s0"]]
     assert s["block0_only"]["0.95"]["matches"] == 2 and s["block0_only"]["0.90"]["matches"] == 3
     assert s["block0_only"]["0.97"]["matches"] == 1
+    # block 0 alone: strings 2 and 3 -> [3, 1]; block 1's string 0 (0.99 > 0.95) must not count
+    assert s["block0_only"]["0.95"]["hellinger"] == pytest.approx(float(hellinger(np.array([0.75, 0.25]), q)),
+                                                                  abs=1e-6)
     assert s["block0_only"]["0.97"]["hellinger"] == pytest.approx(float(hellinger(np.array([1.0, 0.0]), q)),
                                                                   abs=1e-6)
     assert "paper_values" not in s

@@ -2,7 +2,14 @@ import copy
 
 import pytest
 
-from tinylens.config import ConfigError, active_preset, all_seeds, train_config, validate_config
+from tinylens.config import (
+    ConfigError,
+    active_preset,
+    all_seeds,
+    seed_train_settings,
+    train_config,
+    validate_config,
+)
 
 
 @pytest.fixture
@@ -58,8 +65,8 @@ def test_cross_field_constraints(config, schema):
     with pytest.raises(ConfigError, match="n_embed' \\(32\\) must be divisible"):
         validate_config(bad, schema)
     bad = copy.deepcopy(config)
-    bad["presets"]["test"]["train"]["checkpoint_steps"] = [10_000]
-    with pytest.raises(ConfigError, match="checkpoint_steps"):
+    bad["presets"]["test"]["train"]["checkpoints"]["first"] = 10_000
+    with pytest.raises(ConfigError, match=r"checkpoints\.first' \(10000\) must be below the last step \(300\)"):
         validate_config(bad, schema)
 
 
@@ -69,6 +76,44 @@ def test_paper_schedule_is_method_section_2(config):
     assert cfg.batch_size == 64 and paper["model"]["block_size"] == 256
     assert [(p.until, p.lr) for p in cfg.phases] == [(3500, 3e-4), (4500, 3e-5)]
     assert cfg.eval_interval == 500 and cfg.eval_iters == 200
+
+
+def test_paper_preset_trains_as_the_original_code(config):
+    """method.md §12: float32, the original batch draw, alternate 1442 taken at 5,000 steps, the rest at 4,500."""
+    paper = active_preset({**config, "preset": "paper"})["train"]
+    steps = {seed: train_config(paper, seed).max_steps for seed in all_seeds(config)}
+    assert steps == {1337: 4500, 1442: 5000, 88: 4500, 99999: 4500}
+    cfg = train_config(paper, 1442)
+    assert [(p.until, p.lr) for p in cfg.phases] == [(3500, 3e-4), (5000, 3e-5)]
+    assert cfg.save_steps[-1] == 5000 and 3500 in cfg.save_steps  # spaced to its own last step, every phase end
+    assert cfg.precision == "float32" and cfg.batch_sampling == "original"
+    # the laptop presets keep our own settings
+    for name in ("test", "small"):
+        cfg = train_config(config["presets"][name]["train"], 1337)
+        assert (cfg.precision, cfg.batch_sampling) == ("mixed", "separate")
+    # only the named seed's settings differ, so changing one seed's step retrains only that model
+    assert seed_train_settings(paper, 88) == seed_train_settings(paper, 1337)
+    assert seed_train_settings(paper, 1442) != seed_train_settings(paper, 1337)
+
+
+@pytest.mark.parametrize("value, message", [
+    ({"1443": 5000}, r"'presets\.test\.train\.final_step_by_seed' names seeds \['1443'\], which are not the original "
+                     r"or an alternate seed \(88, 1337, 1442, 99999\)"),
+    ({"1442": 250}, r"'presets\.test\.train\.final_step_by_seed\.1442' \(250\) must lie after the end of the phase "
+                    r"before the last \(250\)"),
+    ({"1442": 4}, r"'presets\.test\.train\.checkpoints\.first' \(5\) must be below seed 1442's last step \(4, "),
+    ({"x": 5}, r"'presets\.test\.train\.final_step_by_seed'"),
+])
+def test_final_step_by_seed_is_checked(config, schema, value, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_config(_with(config, "presets.test.train.final_step_by_seed", value), schema)
+
+
+def test_precision_and_batch_sampling_are_named_choices(config, schema):
+    with pytest.raises(ConfigError, match=r"'presets\.paper\.train\.precision': 'bf16' is not one of"):
+        validate_config(_with(config, "presets.paper.train.precision", "bf16"), schema)
+    with pytest.raises(ConfigError, match=r"'presets\.paper\.train\.batch_sampling'"):
+        validate_config(_with(config, "presets.paper.train.batch_sampling", "global"), schema)
 
 
 def _with(config, path, value):
@@ -122,6 +167,17 @@ def test_verify_prompts_must_check_at_least_one_and_at_most_all(config, schema):
     with pytest.raises(ConfigError, match=r"'presets\.test\.analysis\.verify_prompts' \(500\) exceeds "
                                           r"'presets\.test\.analysis\.n_prompts' \(120\)"):
         validate_config(_with(config, "presets.test.analysis.verify_prompts", 500), schema)
+
+
+def test_paper_prompt_count_is_checked_like_the_other_modes(config, schema):
+    with pytest.raises(ConfigError, match=r"'presets\.test\.analysis\.search_shards' \(2\) is more than "
+                                          r"'presets\.test\.analysis\.paper_prompts' \(1\)"):
+        validate_config(_with(config, "presets.test.analysis.paper_prompts", 1), schema)
+    with pytest.raises(ConfigError, match=r"'presets\.test\.analysis\.verify_prompts' \(40\) exceeds "
+                                          r"'presets\.test\.analysis\.paper_prompts' \(30\)"):
+        validate_config(_with(config, "presets.test.analysis.paper_prompts", 30), schema)
+    with pytest.raises(ConfigError, match=r"'presets\.test\.analysis\.paper_prompts': 0 is less than the minimum"):
+        validate_config(_with(config, "presets.test.analysis.paper_prompts", 0), schema)
 
 
 def test_shards_and_splits_are_checked_against_the_prompt_count(config, schema):

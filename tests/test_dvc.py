@@ -28,7 +28,11 @@ pytestmark = pytest.mark.workflow
 OUTS = ["data", "models", "samples", "strings", "activations", "search", "approx", "evaluation",
         "case_studies", "figures", "metrics",
         "circuits",  # circuits family
-        "superposition"]  # superposition family
+        "supporting",  # supporting analyses
+        "superposition",  # superposition family
+        "dynamics",  # training-dynamics family
+        "attention",  # attention dynamics
+        "comparison"]  # the published numbers beside ours
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -155,7 +159,14 @@ FIGURES = {
     # superposition family
     "superposition_polygons", "superposition_phase_change", "superposition_loss_crossing",
     "superposition_dimensionality", "superposition_fraction_histogram", "superposition_dimensionality_training",
-    "superposition_phase_diagram"}
+    "superposition_phase_diagram",
+    # supporting analyses
+    "ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion",
+    # training-dynamics family
+    "dynamics_energy_kl", "dynamics_icl_score", "dynamics_loss_by_position", "dynamics_head_scores",
+    "dynamics_energy_depth",
+    # attention dynamics
+    "attention_diagonals", "attention_absorption", "lens_curves", "next_token_cosine", "probe_accuracy"}
 
 
 def test_figures_regenerate_without_heavy_jobs(user_clone):
@@ -171,6 +182,17 @@ def test_figures_regenerate_without_heavy_jobs(user_clone):
     assert sorted(figures.glob("*.png")) == before
     snakemake(user_clone, "--report", "report.html")
     assert "case_studies.png" in (user_clone / "report.html").read_text(errors="ignore")
+
+
+def test_metrics_show_prints_the_headline_and_the_papers_numbers_beside_ours(user_clone):
+    import json
+
+    shown = json.loads(dvc("metrics", "show", "--json", cwd=user_clone).stdout)
+    data = next(iter(shown.values()))["data"]
+    comparison = data["results/test/metrics/paper_comparison.json"]["data"]["headline"]
+    assert comparison["hellinger_mean"]["paper"] == 0.1677 and "like_for_like" in comparison["hellinger_mean"]
+    assert set(comparison) >= {"hellinger_mean", "alternate_1442_mean", "val_loss_seed1337"}
+    assert "paper_paper_values_mean" in data["results/test/metrics/headline.json"]["data"]
 
 
 def test_restore_refuses_other_code_or_config_and_unsafe_overrides(user_clone):

@@ -5,6 +5,7 @@ import torch
 
 from tinylens.interventions import (
     all_hook_names,
+    direct_logits,
     drop_attention,
     drop_feedforward,
     head_outputs,
@@ -136,3 +137,23 @@ def test_bad_requests_name_the_problem(model, tokens):
         run(model, resid=torch.zeros(1, 1, 16), start=4)
     with pytest.raises(KeyError, match="was not recorded"):
         run(model, tokens)["blocks.0.sa_out"]
+
+
+def test_direct_logits_of_every_term_sum_to_the_logits(model, tokens):
+    """embed + every head's output + every proj bias + every ffwd_out = ln_f_input, and the direct
+    logits of those terms, plus lm_head(ln_f.bias), are the model's logits."""
+    with torch.no_grad():
+        trace = run(model, tokens, record=["embed", "blocks.*.z", "blocks.*.ffwd_out", "ln_f_input"])
+        final = trace["ln_f_input"]
+        terms = [trace["embed"]]
+        for b in range(3):
+            terms += list(head_outputs(model, b, trace[hook_name(b, "z")]).unbind(1))
+            terms += [head_weights(model, b).b_O.expand_as(final), trace[hook_name(b, "ffwd_out")]]
+        torch.testing.assert_close(sum(terms), final, rtol=0, atol=1e-5)
+        per_head = direct_logits(model, head_outputs(model, 1, trace["blocks.1.z"]), final)
+        assert per_head.shape == (5, 4, 9, 11)
+        total = sum(direct_logits(model, t, final) for t in terms) + model.lm_head(model.ln_f.bias)
+        torch.testing.assert_close(total, trace.logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(per_head.sum(1), direct_logits(model, sum(head_outputs(model, 1, trace["blocks.1.z"]).unbind(1)), final))
+    with pytest.raises(ValueError, match="must be"):
+        direct_logits(model, final[:, :3], final)

@@ -36,6 +36,7 @@ def test_entropy_cosine_unigram():
     np.testing.assert_allclose(measures.cosine_matrix(np.eye(2), np.array([[1.0, 1.0], [0.0, 2.0]])),
                                [[math.sqrt(0.5), 0.0], [math.sqrt(0.5), 1.0]])
     np.testing.assert_allclose(measures.unigram(np.array([0, 0, 2, 1]), 4), [0.5, 0.25, 0.25, 0.0])
+    np.testing.assert_allclose(measures.unigram(np.array([0, 0, 2, 1]), 4, pseudocount=1), [3 / 8, 2 / 8, 2 / 8, 1 / 8])
     with pytest.raises(ValueError, match="0..3"):
         measures.unigram(np.array([0, 4]), 4)
 
@@ -49,3 +50,26 @@ def test_numpy_and_torch_agree(name):
     logits = rng.normal(size=(3, 7))
     np.testing.assert_allclose(measures.softmax(torch.from_numpy(logits)).numpy(), measures.softmax(logits))
     np.testing.assert_allclose(measures.entropy(torch.from_numpy(a)).numpy(), measures.entropy(a))
+
+
+def test_cosine_matrix_is_batched_over_leading_axes():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(3, 5, 4)), rng.normal(size=(3, 6, 4))
+    batched = measures.cosine_matrix(a, b)
+    assert batched.shape == (3, 5, 6)
+    for i in range(3):
+        np.testing.assert_allclose(batched[i], measures.cosine_matrix(a[i], b[i]))
+        np.testing.assert_allclose(batched[i, 2, 4], measures.cosine(a[i, 2], b[i, 4]))
+    np.testing.assert_allclose(measures.cosine_matrix(torch.from_numpy(a), torch.from_numpy(b)).numpy(), batched)
+def test_rank_of_counts_strictly_larger_entries():
+    scores = np.array([[0.1, 0.5, 0.3, 0.5], [4.0, 3.0, 2.0, 1.0]])
+    np.testing.assert_array_equal(measures.rank_of(scores, np.array([0, 0])), [4, 1])
+    np.testing.assert_array_equal(measures.rank_of(scores, np.array([1, 3])), [1, 4])  # tie with index 3
+    np.testing.assert_array_equal(measures.rank_of(scores, np.array([2, 2])), [3, 3])
+    ranked = measures.rank_of(torch.from_numpy(scores), torch.tensor([1, 1]))
+    assert ranked.dtype == torch.int64 and ranked.tolist() == [1, 2]  # the tie counts in the entry's favour
+    batch = np.random.default_rng(0).normal(size=(2, 3, 9))
+    idx = np.array([[0, 4, 8], [1, 2, 3]])
+    expected = [[1 + int((batch[i, j] > batch[i, j, idx[i, j]]).sum()) for j in range(3)] for i in range(2)]
+    np.testing.assert_array_equal(measures.rank_of(batch, idx), expected)
+    np.testing.assert_array_equal(measures.rank_of(torch.from_numpy(batch), torch.from_numpy(idx)).numpy(), expected)

@@ -129,3 +129,19 @@ def test_pyplot_figure_code_still_gets_plt_on_agg(tmp_path):
                          check=True).stdout
     assert out.split() == ["Agg", "[]"]  # closed after saving
     assert mpimg.imread(tmp_path / "f.png").shape[0] > 100
+
+
+def test_hellinger_histogram_draws_the_papers_values_in_the_paper_mode_panel():
+    rng = np.random.default_rng(1)
+    cols = {"hellinger_approx": rng.uniform(0, 0.6, 30), "hellinger_paper_values": rng.uniform(0, 0.9, 30),
+            "hellinger_seed88": rng.uniform(0, 0.3, 30)}
+    fig = make_hellinger_histogram({"corpus": cols, "paper": cols}, paper_values=["paper"])
+    corpus, paper = fig.axes
+    assert paper.get_title() == "the paper's own prompts (in-sample)"
+    labels = [t.get_text() for t in paper.get_legend().get_texts()]
+    assert labels[-1] == f"approximation, the paper's values: mean {cols['hellinger_paper_values'].mean():.3f}"
+    assert not any("paper's values" in t.get_text() for t in corpus.get_legend().get_texts())
+    dotted = paper.patches[-1]  # the step outline of the paper's values, drawn last
+    assert dotted.get_linestyle() != paper.patches[-2].get_linestyle() and len(corpus.patches) == len(paper.patches) - 1
+    ys = dotted.get_xy()[:, 1]
+    assert ys.max() == np.histogram(cols["hellinger_paper_values"], HISTOGRAM_BINS)[0].max()

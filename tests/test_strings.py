@@ -5,10 +5,16 @@ import pytest
 
 from tinylens.corpus import CharTokenizer
 from tinylens.strings import (
+    MODES,
+    TUNED_WITH,
+    TUNING_MODES,
     build_strings,
+    first_occurrence_order,
     heldout_candidates,
     heldout_regions,
     load_strings,
+    paper_permutation,
+    paper_prompts,
     prompt_sets,
     prompt_shard,
     sample_prompts,
@@ -272,3 +278,46 @@ def test_prompt_shards_cover_every_prompt_once():
         prompt_shard(2, 3, 1)
     with pytest.raises(ValueError, match="not one of 1..3"):
         prompt_shard(10, 3, 0)
+
+
+# --- the paper's own prompt set (method.md §12) ---
+
+
+def test_paper_prompts_are_the_papers_draw(full):
+    text, ids, _, table = full
+    prompts = paper_prompts(text, ids, N, 65, 20_000, seed=1337)
+    strings = prompts["string"]
+    assert strings[:5] == ["is dreams,", "by present", "s eyes may", "eart of ho", " man, as I"]
+    assert strings[40] == "hing tremb" and strings[57] == "And only l"  # the case studies' prompt indices
+    assert prompts["prompt_id"] == list(range(20_000)) and prompts["split"] == ["eval"] * 20_000
+    assert len(set(strings)) == 20_000 and set(strings) <= set(table.strings)
+    # a smaller preset takes the front of the same permutation
+    assert paper_prompts(text, ids, N, 65, 500, seed=1337)["string"] == strings[:500]
+    with pytest.raises(ValueError, match="858923 unique strings of length 10; lower the preset's analysis.paper_prompts"):
+        paper_prompts(text, ids, N, 65, 858_924, seed=1337)
+
+
+def test_first_occurrence_order_by_hand():
+    # TINY = "abcabcdabcx": abc@0 bca@1 cab@2 (abc@3 again) bcd@4 cda@5 dab@6 (abc@7) bcx@8
+    starts = first_occurrence_order(TOK.encode(TINY), 3, TOK.vocab_size)
+    assert [TINY[i : i + 3] for i in starts] == ["abc", "bca", "cab", "bcd", "cda", "dab", "bcx"]
+    assert starts.tolist() == [0, 1, 2, 4, 5, 6, 8]
+
+
+def test_paper_permutation_is_torch_randperm_after_manual_seed():
+    import torch
+
+    torch.manual_seed(1337)
+    expected = torch.randperm(1000)[:50].numpy()
+    state = torch.get_rng_state()
+    np.testing.assert_array_equal(paper_permutation(1000, 50, 1337), expected)
+    assert torch.equal(torch.get_rng_state(), state)  # the global generator is left alone
+
+
+def test_paper_mode_searches_the_whole_text_and_borrows_the_corpus_tuning(tiny):
+    np.testing.assert_array_equal(tiny.counts("paper"), tiny.next_counts)
+    assert tiny.members("paper").all()
+    assert MODES == ("corpus", "heldout", "paper") and TUNING_MODES == ("corpus", "heldout")
+    assert TUNED_WITH["paper"] == "corpus"
+    with pytest.raises(ValueError, match="unknown prompt mode 'papers'"):
+        tiny.counts("papers")

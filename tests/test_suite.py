@@ -1,8 +1,9 @@
-"""The suite itself: without the corpus copy, the tests that need it skip cleanly."""
+"""The suite itself: it tests this checkout's package, and without the corpus copy the tests that need it skip cleanly."""
 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_tests_needing_the_corpus_skip_when_it_is_absent(repo, tmp_path):
@@ -15,3 +16,14 @@ def test_tests_needing_the_corpus_skip_when_it_is_absent(repo, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "1 passed, 2 skipped" in proc.stdout
     assert "set TINYLENS_CORPUS" in proc.stdout
+
+
+def test_the_suite_tests_this_checkouts_package(repo):
+    """Not a copy installed from another checkout: in this process and in the processes the tests start."""
+    import tinylens
+
+    src = repo / "src"
+    assert Path(tinylens.__file__).resolve().is_relative_to(src), tinylens.__file__
+    proc = subprocess.run([sys.executable, "-c", "import tinylens; print(tinylens.__file__)"], capture_output=True,
+                          text=True, cwd="/")
+    assert Path(proc.stdout.strip()).resolve().is_relative_to(src), proc.stdout + proc.stderr

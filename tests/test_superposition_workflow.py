@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tinylens.superposition.dynamics import find_jumps
-from tinylens.superposition.experiments import log_grid, summarize_family
+from tinylens.superposition.experiments import log_grid, summarize_tables
 from tinylens.superposition.geometry import feature_dimensionality, polygon_name
 from tinylens.superposition.levels import parse_fractions
 from tinylens.superposition.regimes import REGIMES, classify_regime
@@ -82,15 +82,7 @@ def test_jumps_are_those_of_the_stored_trajectories(tables, spec, config):
 
 def test_metrics_are_the_summary_of_the_tables(finished_run, tables, spec, config):
     metrics = json.loads((finished_run / "metrics/superposition.json").read_text())
-    defs = config["superposition"]
-    again = summarize_family(
-        uniform=tables["uniform_models"], nonuniform=tables["nonuniform_models"],
-        dim_models=tables["dimensionality_models"], dim_features=tables["dimensionality_features"],
-        jumps=tables["dimensionality_jumps"], phase_cells=tables["phase_cells"],
-        phase_boundary=tables["phase_boundary"], fixed_sparsity=spec["nonuniform"]["fixed_sparsity"],
-        dynamics_sparsity=spec["dimensionality"]["dynamics_sparsity"], phase_seeds=spec["phase_diagram"]["seeds"],
-        fractions=parse_fractions(defs["fractions"]), tolerance=defs["tolerance"], jump_settings=defs["jumps"],
-        threshold=defs["represented_norm"])
+    again = summarize_tables(tables, spec, config["superposition"])
     assert metrics["preset"] == "test"
     assert json.loads(json.dumps(again)) == {k: v for k, v in metrics.items() if k != "preset"}
     assert set(metrics) >= {"headline", "uniform", "phase_change", "dimensionality", "phase_diagram"}

@@ -189,6 +189,20 @@ def test_fixed_size_list_of_the_wrong_width_is_rejected_beside_other_columns(tmp
     assert not (tmp_path / "t.parquet").exists()
 
 
+def test_read_columns_gives_numpy_per_column(tmp_path):
+    from tinylens.tables import read_columns
+
+    cols = _columns(5)
+    write_table(tmp_path / "t.parquet", SCHEMA, cols)
+    back = read_columns(tmp_path / "t.parquet", SCHEMA)
+    assert list(back) == ["id", "name", "vec"]
+    np.testing.assert_array_equal(back["id"], cols["id"])
+    assert back["name"].tolist() == cols["name"]
+    np.testing.assert_array_equal(back["vec"], cols["vec"])
+    with pytest.raises(ValueError, match="not a tinylens other table"):
+        read_columns(tmp_path / "t.parquet", Schema("other", {"id": pa.int64()}))
+
+
 # --- CSV through the table library; joins by id ---
 
 from tinylens.tables import align_ids, read_csv, write_csv  # noqa: E402
@@ -226,5 +240,9 @@ def test_align_ids_reorders_and_refuses_what_does_not_line_up():
     with pytest.raises(ValueError, match=r"shards does not line up with prompts: ids missing \[13\] \(1 in all\), "
                                          r"unexpected ids \[\] \(0 in all\)"):
         align_ids(found, np.array([10, 11, 12, 13]), "shards", "prompts")
+    # more ids than the prompts (shards of a run with more prompts): not silently dropped either
+    with pytest.raises(ValueError, match=r"shards does not line up with prompts: ids missing \[\] \(0 in all\), "
+                                         r"unexpected ids \[13\] \(1 in all\)"):
+        align_ids(np.array([12, 13, 10, 11]), np.array([10, 11, 12]), "shards", "prompts")
     with pytest.raises(ValueError, match=r"shards has repeated ids \[10\]"):
         align_ids(np.array([10, 10, 11]), np.array([10, 11]), "shards", "prompts")

@@ -52,3 +52,24 @@ def test_wrong_shapes_name_the_tensor(saved):
 def test_missing_files_say_how_to_get_them(tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json is missing.*dvc pull"):
         load_model(tmp_path)
+
+
+def test_checkpoints_are_listed_by_step_and_load_into_their_model(tmp_path):
+    from tinylens.weights import checkpoint_path, checkpoint_steps, load_checkpoint, save_weights
+
+    save_model(tmp_path, Transformer(CFG))
+    models = {}
+    for step in (100, 0, 20):
+        torch.manual_seed(step)
+        models[step] = Transformer(CFG)
+        save_weights(checkpoint_path(tmp_path, step), models[step])
+    assert checkpoint_steps(tmp_path) == [0, 20, 100]
+    loaded = load_checkpoint(tmp_path, 20)
+    assert not loaded.training
+    for name, tensor in models[20].state_dict().items():
+        assert torch.equal(tensor, loaded.state_dict()[name])
+    with pytest.raises(FileNotFoundError, match="step_000050.safetensors is missing"):
+        load_checkpoint(tmp_path, 50)
+    (tmp_path / "checkpoints/step_latest.safetensors").write_text("x")
+    with pytest.raises(ValueError, match="not named step_NNNNNN"):
+        checkpoint_steps(tmp_path)

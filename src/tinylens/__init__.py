@@ -4,7 +4,7 @@ The importable library behind the Snakemake workflow. Topic modules:
 ``corpus`` (fetch, tokenizer, split), ``model`` (the transformer),
 ``interventions`` (the one way to run the model with recorded and edited
 hook points, from any depth; per-head weights), ``measures`` (one
-definition of Hellinger, KL, cosine, softmax, entropy, unigram),
+definition of Hellinger, KL, cosine, softmax, entropy, rank, unigram),
 ``weights`` (safetensors I/O), ``train`` (training and exact resume),
 ``strings`` (substrings, next-token counts, prompts), ``activations``
 (Parquet dumps), ``search`` (exact binned similarity search), ``approx``
@@ -12,6 +12,8 @@ definition of Hellinger, KL, cosine, softmax, entropy, unigram),
 schemas), ``config`` (schema validation, presets), ``atomic`` (atomic
 writes), ``logs`` (job logs), ``plots`` (figures), ``reference`` (the
 unfused per-head attention of the original code, for checks and benchmarks).
+Analysis families live in subpackages: ``attention`` (attention as a
+dynamical system: spectra, logit and tuned lenses, speaker probes).
 
 Dimension names, used in every shape comment and docstring:
 

@@ -298,9 +298,10 @@ def in_train_text(prompts: Sequence[str], strings: Sequence[str], in_train: np.n
 
 
 def evaluation_summary(columns: Mapping[str, np.ndarray], splits, in_train: np.ndarray, alternates: Sequence[int],
-                       tuned: Mapping, mode: str) -> dict:
+                       tuned: Mapping, mode: str, tuned_with: str | None = None) -> dict:
     """Summary of one mode on the evaluation prompts: the approximation, the paper's values, the alternates,
-    and the approximation split by whether the prompt occurs verbatim in the train text."""
+    and the approximation split by whether the prompt occurs verbatim in the train text. ``tuned_with``:
+    the mode whose tuning prompts gave ``tuned`` (default ``mode`` itself)."""
     on_eval = split_masks(splits)["eval"]
     h = np.asarray(columns["hellinger_approx"])
     seen = np.asarray(in_train, dtype=bool)
@@ -318,6 +319,7 @@ def evaluation_summary(columns: Mapping[str, np.ndarray], splits, in_train: np.n
         },
         "thresholds": list(tuned["thresholds"]),
         "weights": list(tuned["weights"]),
+        "tuned_with": tuned_with or mode,
     }
     if not np.isnan(columns["hellinger_paper_values"]).all():
         summary["paper_values"] = describe(np.asarray(columns["hellinger_paper_values"])[on_eval])

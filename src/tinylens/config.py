@@ -16,7 +16,7 @@ import jsonschema
 import yaml
 
 from tinylens.model import ModelConfig
-from tinylens.train import Phase, TrainConfig
+from tinylens.train import Phase, TrainConfig, checkpoint_schedule
 
 
 class ConfigError(ValueError):
@@ -100,26 +100,53 @@ def _preset_problems(name: str, preset: Mapping[str, Any]) -> list[str]:
     ends = [p["until"] for p in train["phases"]]
     if ends != sorted(set(ends)):
         problems.append(f"config key '{key}.train.phases': 'until' must strictly increase, got {ends}")
-    late = [s for s in train["checkpoint_steps"] if s > ends[-1]]
-    if late:
+    first = train["checkpoints"]["first"]
+    if first >= ends[-1]:
         problems.append(
-            f"config key '{key}.train.checkpoint_steps' has steps {late} after the last phase ends ({ends[-1]})"
+            f"config key '{key}.train.checkpoints.first' ({first}) must be below the last step "
+            f"({ends[-1]}): checkpoints are log-spaced from it to the last step"
         )
+    for seed, final in train["final_step_by_seed"].items():
+        before = ends[-2] if len(ends) > 1 else 0
+        if final <= before:
+            problems.append(
+                f"config key '{key}.train.final_step_by_seed.{seed}' ({final}) must lie after the end of the "
+                f"phase before the last ({before}): it moves where the last phase ends for seed {seed}")
+        if first >= final:
+            problems.append(
+                f"config key '{key}.train.checkpoints.first' ({first}) must be below seed {seed}'s last step "
+                f"({final}, '{key}.train.final_step_by_seed.{seed}')")
+    # --- family: training dynamics (issue 9) ---
+    dynamics, context = preset["dynamics"], model["block_size"]
+    early, late = dynamics["icl_positions"]
+    if not early < late < context:
+        problems.append(f"config key '{key}.dynamics.icl_positions' ({[early, late]}) must be "
+                        f"[early, late] with early < late < the context length (model.block_size = {context})")
+    repeat = dynamics["repeat"]
+    if repeat["length"] * repeat["copies"] > context:
+        problems.append(f"config key '{key}.dynamics.repeat': {repeat['copies']} copies of "
+                        f"{repeat['length']} tokens exceed the context length ({context})")
+    if dynamics["energy_windows"] > dynamics["val_windows"]:
+        problems.append(f"config key '{key}.dynamics.energy_windows' ({dynamics['energy_windows']}) "
+                        f"must not exceed '{key}.dynamics.val_windows' ({dynamics['val_windows']})")
+    # --- end family: training dynamics ---
     n = analysis["n_prompts"]
     n_tune = int(round(analysis["tune_fraction"] * n))
     if not 0 < n_tune < n:
         problems.append(
             f"config key '{key}.analysis.tune_fraction' ({analysis['tune_fraction']}) of n_prompts ({n}) leaves "
             f"{n_tune} tuning and {n - n_tune} evaluation prompts; both need at least one")
-    if analysis["search_shards"] > n:
-        problems.append(
-            f"config key '{key}.analysis.search_shards' ({analysis['search_shards']}) is more than "
-            f"'{key}.analysis.n_prompts' ({n}), so some shards would be empty; use at most {n} (shards need "
-            "not divide the prompts evenly: their sizes differ by at most one)")
-    if analysis["verify_prompts"] > n:
-        problems.append(
-            f"config key '{key}.analysis.verify_prompts' ({analysis['verify_prompts']}) exceeds "
-            f"'{key}.analysis.n_prompts' ({n}); at most every prompt can be re-checked")
+    for count in ("n_prompts", "paper_prompts"):  # every prompt mode is searched in the same shards
+        n_mode = analysis[count]
+        if analysis["search_shards"] > n_mode:
+            problems.append(
+                f"config key '{key}.analysis.search_shards' ({analysis['search_shards']}) is more than "
+                f"'{key}.analysis.{count}' ({n_mode}), so some shards would be empty; use at most {n_mode} (shards "
+                "need not divide the prompts evenly: their sizes differ by at most one)")
+        if analysis["verify_prompts"] > n_mode:
+            problems.append(
+                f"config key '{key}.analysis.verify_prompts' ({analysis['verify_prompts']}) exceeds "
+                f"'{key}.analysis.{count}' ({n_mode}); at most every prompt can be re-checked")
     return problems
 
 
@@ -134,8 +161,14 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
             f"choose one of: {', '.join(presets)}"
         )
     problems += _grid_problems(config)
+    seeds = {str(s) for s in all_seeds(config)}
     for name, preset in presets.items():
         problems += _preset_problems(name, preset)
+        unknown = sorted(set(preset["train"]["final_step_by_seed"]) - seeds)
+        if unknown:
+            problems.append(
+                f"config key 'presets.{name}.train.final_step_by_seed' names seeds {unknown}, which are not the "
+                f"original or an alternate seed ({', '.join(sorted(seeds, key=int))}); name one of those")
     return problems
 
 
@@ -168,12 +201,32 @@ def model_config(model: Mapping[str, Any], vocab_size: int) -> ModelConfig:
     return ModelConfig(vocab_size=vocab_size, **model)
 
 
+#: The settings of a preset's ``train`` entry that determine a model (the rest are resources).
+TRAIN_SETTINGS = ("batch_size", "phases", "eval_interval", "eval_iters", "checkpoints", "precision",
+                  "batch_sampling")
+
+
+def seed_train_settings(train: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """The training settings of ``seed``: the preset's, with the last phase ending at the seed's entry of
+    ``final_step_by_seed`` where it has one (the published alternate 1442 is its 5,000-step model)."""
+    settings = {k: train[k] for k in TRAIN_SETTINGS}
+    final = train.get("final_step_by_seed", {}).get(str(seed))
+    if final is not None:
+        settings["phases"] = [*train["phases"][:-1], {**train["phases"][-1], "until": final}]
+    return settings
+
+
 def train_config(train: Mapping[str, Any], seed: int) -> TrainConfig:
+    """``train``: a preset's ``train`` entry, or :func:`seed_train_settings` of it."""
+    train = seed_train_settings(train, seed)
     return TrainConfig(
         seed=seed,
         batch_size=train["batch_size"],
         phases=tuple(Phase(until=p["until"], lr=p["lr"]) for p in train["phases"]),
         eval_interval=train["eval_interval"],
         eval_iters=train["eval_iters"],
-        checkpoint_steps=tuple(train["checkpoint_steps"]),
+        checkpoint_steps=checkpoint_schedule(train["checkpoints"]["first"], train["checkpoints"]["count"],
+                                             [p["until"] for p in train["phases"]]),
+        precision=train["precision"],
+        batch_sampling=train["batch_sampling"],
     )

@@ -262,3 +262,26 @@ def head_outputs(model: Transformer, block: int, z: Tensor) -> Tensor:
     """
     w_o = head_weights(model, block).W_O.to(z.dtype)
     return torch.einsum("bhpe,hed->bhpd", z, w_o)
+
+
+def direct_logits(model: Transformer, components: Tensor, final_resid: Tensor) -> Tensor:
+    """Each component's direct effect on the logits (TransformerLens's direct-logit attribution).
+
+    components: ``[batch ... pos d_model]``, terms of the final residual stream (a head's output
+    from :func:`head_outputs`, a ``sa_out``, a ``ffwd_out``); final_resid: ``[batch pos d_model]``,
+    the ``ln_f_input`` of the same run. ``ln_f`` is linearised at ``final_resid`` as
+    TransformerLens does: each component is centred, divided by the scale ``ln_f`` computed from
+    ``final_resid`` at that position, multiplied by its gain, then by ``lm_head``'s weight (no
+    biases). Returns ``[batch ... pos vocab]``; over all terms of ``final_resid`` the sum plus
+    ``lm_head(ln_f.bias)`` is the model's logits.
+    """
+    ln_f = model.ln_f
+    centred = final_resid - final_resid.mean(-1, keepdim=True)
+    scale = (centred.pow(2).mean(-1, keepdim=True) + ln_f.eps).sqrt()  # [batch pos 1]
+    extra = components.dim() - final_resid.dim()
+    if extra < 0 or components.shape[0] != final_resid.shape[0] or components.shape[-2:] != final_resid.shape[-2:]:
+        raise ValueError(f"components {tuple(components.shape)} must be [batch ... pos d_model] "
+                         f"for final_resid {tuple(final_resid.shape)}")
+    scale = scale.view(scale.shape[0], *([1] * extra), *scale.shape[1:])
+    normed = (components - components.mean(-1, keepdim=True)) / scale * ln_f.weight
+    return normed @ model.lm_head.weight.T

@@ -96,25 +96,43 @@ def cosine(a: Array, b: Array, eps: float = 1e-30) -> Array:
 
 
 def cosine_matrix(a: Array, b: Array, eps: float = 1e-30) -> Array:
-    """All pairwise cosines: a ``[n d]``, b ``[m d]`` -> ``[n m]``, in float64: the same
-    ``(a . b) / (|a| |b|)`` as :func:`cosine`, for every pair; 0 where a row is zero."""
+    """All pairwise cosines: a ``[... n d]``, b ``[... m d]`` -> ``[... n m]``, in float64: the same
+    ``(a . b) / (|a| |b|)`` as :func:`cosine`, for every pair; 0 where a row is zero. Leading axes
+    broadcast (one matrix per sequence of a batch)."""
     a, b = _float64(a), _float64(b)
     if isinstance(a, torch.Tensor):
-        norms = a.norm(dim=-1)[:, None] * b.norm(dim=-1)[None, :]
-        return (a @ b.T) / norms.clamp_min(eps)
-    norms = np.outer(np.linalg.norm(a, axis=-1), np.linalg.norm(b, axis=-1))
-    return (a @ b.T) / np.maximum(norms, eps)
+        norms = a.norm(dim=-1)[..., :, None] * b.norm(dim=-1)[..., None, :]
+        return (a @ b.transpose(-1, -2)) / norms.clamp_min(eps)
+    norms = np.linalg.norm(a, axis=-1)[..., :, None] * np.linalg.norm(b, axis=-1)[..., None, :]
+    return (a @ np.swapaxes(b, -1, -2)) / np.maximum(norms, eps)
 
 
-def unigram(ids: np.ndarray | torch.Tensor, vocab_size: int) -> np.ndarray:
+def rank_of(scores: Array, index) -> Array:
+    """1-based rank of entry ``index`` in each row of ``scores``: 1 + the number of strictly larger
+    entries (1 = the largest; a tie counts in the entry's favour). scores ``[... n]``, index
+    ``[...]`` integers -> ``[...]`` int64."""
+    if isinstance(scores, torch.Tensor):
+        index = torch.as_tensor(index, device=scores.device).long()
+        chosen = scores.gather(-1, index.unsqueeze(-1))
+        return (scores > chosen).sum(-1) + 1
+    scores = np.asarray(scores)
+    index = np.asarray(index).astype(np.int64)
+    chosen = np.take_along_axis(scores, index[..., None], axis=-1)
+    return (scores > chosen).sum(axis=-1).astype(np.int64) + 1
+
+
+def unigram(ids: np.ndarray | torch.Tensor, vocab_size: int, pseudocount: float = 0.0) -> np.ndarray:
     """Character frequencies of a token-id array, float64 ``[vocab]`` summing to 1 (method.md §8:
-    the train split's)."""
+    the train split's). ``pseudocount`` is added to every count first, so that a character absent
+    from ``ids`` keeps a small probability (KL(model || unigram) stays finite)."""
     ids = ids.cpu().numpy() if isinstance(ids, torch.Tensor) else np.asarray(ids)
     if ids.size == 0:
         raise ValueError("unigram of an empty token array")
     if ids.min() < 0 or ids.max() >= vocab_size:
         raise ValueError(f"token ids must lie in 0..{vocab_size - 1}, found {ids.min()}..{ids.max()}")
-    counts = np.bincount(ids.ravel().astype(np.int64), minlength=vocab_size).astype(np.float64)
+    if pseudocount < 0:
+        raise ValueError(f"pseudocount must be >= 0, got {pseudocount}")
+    counts = np.bincount(ids.ravel().astype(np.int64), minlength=vocab_size).astype(np.float64) + pseudocount
     return counts / counts.sum()
 
 

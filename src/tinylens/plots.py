@@ -68,14 +68,17 @@ def plot_loss_curves(curves: Mapping[int, Mapping[str, np.ndarray]], original_se
     save_figure(make_loss_curves(curves, original_seed, unigram_entropy), out)
 
 
-MODE_TITLES = {"corpus": "corpus prompts (the paper's mode)", "heldout": "held-out prompts (validation text)"}
+MODE_TITLES = {"corpus": "corpus prompts (the paper's mode)", "heldout": "held-out prompts (validation text)",
+               "paper": "the paper's own prompts (in-sample)"}
 HISTOGRAM_BINS = np.linspace(0, 1, 41)
 
 
-def make_hellinger_histogram(tables: Mapping[str, Mapping[str, np.ndarray]]) -> Figure:
+def make_hellinger_histogram(tables: Mapping[str, Mapping[str, np.ndarray]], paper_values: Sequence[str] = ()
+                             ) -> Figure:
     """Per-prompt Hellinger distances, approximation vs model, with the alternates overlaid; one panel per mode.
 
-    tables: mode -> columns of the evaluation table, restricted to the evaluation prompts.
+    tables: mode -> columns of the evaluation table, restricted to the evaluation prompts. In the panels of
+    the modes in ``paper_values`` the approximation with the paper's hand-tuned values is drawn too (dotted).
     """
     fig = Figure(figsize=(6 * len(tables), 4.2))
     axes = fig.subplots(1, len(tables), sharey=True, squeeze=False)
@@ -86,6 +89,10 @@ def make_hellinger_histogram(tables: Mapping[str, Mapping[str, np.ndarray]]) -> 
             a = cols[name]
             ax.hist(a, bins=HISTOGRAM_BINS, histtype="step", lw=1.5, color=f"C{i + 1}",
                     label=f"seed {name.removeprefix('hellinger_seed')} vs original: mean {a.mean():.3f}")
+        if mode in paper_values:
+            pv = cols["hellinger_paper_values"]
+            ax.hist(pv, bins=HISTOGRAM_BINS, histtype="step", lw=1.5, ls=":", color="k",
+                    label=f"approximation, the paper's values: mean {pv.mean():.3f}")
         ax.axvline(h.mean(), color="C0", ls="--", lw=1)
         ax.set(title=MODE_TITLES.get(mode, mode), xlabel="Hellinger distance to the original model")
         ax.legend(fontsize=7)
@@ -94,8 +101,9 @@ def make_hellinger_histogram(tables: Mapping[str, Mapping[str, np.ndarray]]) -> 
     return fig
 
 
-def plot_hellinger_histogram(tables: Mapping[str, Mapping[str, np.ndarray]], out: str | Path) -> None:
-    save_figure(make_hellinger_histogram(tables), out)
+def plot_hellinger_histogram(tables: Mapping[str, Mapping[str, np.ndarray]], out: str | Path,
+                             paper_values: Sequence[str] = ()) -> None:
+    save_figure(make_hellinger_histogram(tables, paper_values), out)
 
 
 def make_threshold_sweep(sweeps: Mapping[str, Mapping[str, np.ndarray]], tuned: Mapping[str, dict],

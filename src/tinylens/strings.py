@@ -2,13 +2,21 @@
 
 Every unique substring of length ``n`` (10) of the text, in sorted order, with
 the counts of the character that follows each occurrence. Two count vectors
-serve the two prompt modes:
+serve the three prompt modes:
 
-- ``corpus`` (the paper's): counts over the whole text; prompts are drawn
-  from the same strings, so each prompt matches itself.
+- ``corpus``: counts over the whole text; prompts are drawn from the same
+  strings, so each prompt matches itself; split into tuning and evaluation
+  prompts.
 - ``heldout``: counts over the training text only (a string counts only if
   it occurs there, and only next tokens inside it count); prompts are drawn
   from the validation text.
+- ``paper``: the paper's own prompt set (method.md §12), searched like
+  ``corpus``: the strings in the order of their first occurrence,
+  ``torch.manual_seed(1337)``, ``torch.randperm(n_strings)[:20000]``; a
+  smaller preset takes the front of the same permutation. All of them are
+  evaluation prompts (in-sample, as the paper evaluated them): none is tuned
+  on; they are evaluated with the paper's values and with the values tuned on
+  the ``corpus`` mode's tuning prompts (:data:`TUNED_WITH`).
 """
 
 from __future__ import annotations
@@ -21,7 +29,13 @@ import pyarrow as pa
 
 from tinylens.tables import Schema, fixed_list_to_numpy, read_table, write_table
 
-MODES = ("corpus", "heldout")
+MODES = ("corpus", "heldout", "paper")
+#: Which text each mode searches and counts next tokens over: the whole text, or the train text only.
+SEARCHED_TEXT = {"corpus": "whole", "heldout": "train", "paper": "whole"}
+#: The mode whose tuning prompts give the thresholds and weights a mode is evaluated with.
+TUNED_WITH = {"corpus": "corpus", "heldout": "heldout", "paper": "corpus"}
+#: Modes that tune their own thresholds and weights (they have tuning prompts).
+TUNING_MODES = tuple(m for m in MODES if TUNED_WITH[m] == m)
 
 
 def strings_schema(vocab_size: int) -> Schema:
@@ -64,11 +78,18 @@ class StringTable:
         return len(self.strings)
 
     def counts(self, mode: str) -> np.ndarray:
-        return self.next_counts if mode == "corpus" else self.next_counts_train
+        return self.next_counts if searched_text(mode) == "whole" else self.next_counts_train
 
     def members(self, mode: str) -> np.ndarray:
         """Which strings belong to the searched set of ``mode``."""
-        return np.ones(len(self), dtype=bool) if mode == "corpus" else self.in_train
+        return np.ones(len(self), dtype=bool) if searched_text(mode) == "whole" else self.in_train
+
+
+def searched_text(mode: str) -> str:
+    """``"whole"`` or ``"train"``: the text that ``mode`` searches (:data:`SEARCHED_TEXT`)."""
+    if mode not in SEARCHED_TEXT:
+        raise ValueError(f"unknown prompt mode {mode!r}; the modes are {', '.join(MODES)}")
+    return SEARCHED_TEXT[mode]
 
 
 def build_strings(text: str, ids: np.ndarray, n: int, vocab_size: int, n_train: int) -> StringTable:
@@ -179,6 +200,36 @@ def prompt_sets(table: StringTable, val_text: str, n: int, n_prompts: int, tune_
         "corpus": sample_prompts(table.strings, n_prompts, tune_fraction, seed),
         "heldout": sample_split_prompts(*heldout_regions(val_text, n, tune_fraction), n_prompts, tune_fraction, seed),
     }
+
+
+def first_occurrence_order(ids: np.ndarray, n: int, vocab_size: int) -> np.ndarray:
+    """Start positions of the unique length-``n`` windows of ``ids``, in the order of their first
+    occurrence (the paper's ``all_unique_substrings``, whose strings are ``text[i:i+n]`` for these ``i``)."""
+    _, first = np.unique(window_keys(ids, n, vocab_size), return_index=True)
+    return np.sort(first)
+
+
+def paper_permutation(n_strings: int, n_prompts: int, seed: int) -> np.ndarray:
+    """The paper's draw: ``torch.manual_seed(seed); torch.randperm(n_strings)[:n_prompts]``, from a
+    generator of its own (the same stream as the global one after ``manual_seed``; the global
+    generator is left alone)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randperm(n_strings, generator=generator)[:n_prompts].numpy()
+
+
+def paper_prompts(text: str, ids: np.ndarray, n: int, vocab_size: int, n_prompts: int, seed: int) -> dict[str, list]:
+    """The paper's prompt set (method.md §12) of ``text`` (token ids ``ids``): the first ``n_prompts``
+    of its permutation of the unique length-``n`` strings in first-occurrence order; all of them
+    evaluation prompts, ``prompt_id`` their rank in the permutation (the paper's prompt index)."""
+    starts = first_occurrence_order(ids, n, vocab_size)
+    if not 1 <= n_prompts <= len(starts):
+        raise ValueError(f"{n_prompts} paper prompts asked for, but the text has {len(starts)} unique strings "
+                         f"of length {n}; lower the preset's analysis.paper_prompts")
+    chosen = starts[paper_permutation(len(starts), n_prompts, seed)]
+    return {"prompt_id": list(range(n_prompts)), "string": [text[i : i + n] for i in chosen],
+            "split": ["eval"] * n_prompts}
 
 
 def prompt_shard(n_prompts: int, n_shards: int, shard: int) -> np.ndarray:

@@ -134,6 +134,14 @@ def read_fixed_list(file: pq.ParquetFile, column: str) -> np.ndarray:
     return out
 
 
+def read_columns(path: str | Path, schema: Schema) -> dict[str, np.ndarray]:
+    """A whole table as one numpy array per column, schema checked: strings as object arrays,
+    fixed-size lists as 2-D arrays."""
+    table = read_table(path, schema)
+    return {name: fixed_list_to_numpy(table[name]) if isinstance(table[name].type, pa.FixedSizeListType)
+            else table[name].to_numpy() for name in table.column_names}
+
+
 def write_csv(path: str | Path, schema: Schema, columns: Mapping[str, object]) -> None:
     """A CSV file with a plain header line (the column names of ``schema``), atomically.
 

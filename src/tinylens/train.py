@@ -18,6 +18,17 @@ dropout each draw from a generator whose state is checkpointed. (Another
 thread count changes the order of floating-point sums, so the weights then
 differ in the last bits.)
 
+Two settings choose how closely a run follows the original code (method.md §12), which the
+``paper`` preset does:
+
+- ``precision``: ``mixed`` (bf16 autocast and TF32 matrix multiplies on CUDA; plain float32 on
+  the CPU) or ``float32`` (float32 everywhere, as the original trained).
+- ``batch_sampling``: ``separate`` (the training batches and each split's loss estimate draw from
+  generators of their own, so evaluating never shifts the training batches) or ``original`` (one
+  global generator for the initialisation, dropout, the batches and the estimates, and window
+  starts from ``randint(len(data) - block_size)``, as the original ``get_batch``; ``separate``
+  never draws the very last window).
+
 ``resume.pt`` also holds the run's fingerprint (:func:`run_fingerprint`):
 the model shape, every training setting, the device type and the sha256 of
 the train and validation token ids. A resume whose fingerprint differs is
@@ -34,7 +45,7 @@ import math
 import shutil
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -46,7 +57,7 @@ from tqdm.auto import tqdm
 from tinylens.atomic import atomic_path, replace_dir, write_json
 from tinylens.model import ModelConfig, Transformer
 from tinylens.tables import Schema, read_csv, write_csv
-from tinylens.weights import save_model, save_weights
+from tinylens.weights import checkpoint_path, save_model, save_weights
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +82,10 @@ class Phase:
     lr: float
 
 
+PRECISIONS = ("mixed", "float32")
+BATCH_SAMPLINGS = ("separate", "original")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     seed: int
@@ -80,8 +95,14 @@ class TrainConfig:
     eval_iters: int
     checkpoint_steps: tuple[int, ...] = ()
     weight_decay: float = 0.01  # torch's AdamW default, as the published run used
+    precision: str = "mixed"  # see the module docstring
+    batch_sampling: str = "separate"
 
     def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.batch_sampling not in BATCH_SAMPLINGS:
+            raise ValueError(f"batch_sampling must be one of {BATCH_SAMPLINGS}, got {self.batch_sampling!r}")
         ends = [p.until for p in self.phases]
         if not ends or ends != sorted(set(ends)) or ends[0] <= 0:
             raise ValueError(f"phases must end at strictly increasing positive steps, got {ends}")
@@ -103,6 +124,28 @@ class TrainConfig:
         return tuple(sorted(set(self.checkpoint_steps) | {self.max_steps}))
 
 
+def checkpoint_schedule(first: int, count: int, phase_ends: tuple[int, ...] | list[int]) -> tuple[int, ...]:
+    """Checkpoint steps: 0, ``count`` log-spaced steps from ``first`` to the last step, and every
+    phase end (the step where each fresh optimizer takes over, and the last step).
+
+    Log spacing keeps the early steps dense, where the phase change of a small model can fall.
+    Steps that round to the same integer are kept once, so small ``first`` values give fewer
+    than ``count`` distinct steps.
+
+    >>> checkpoint_schedule(10, 4, (800, 1000))
+    (0, 10, 46, 215, 800, 1000)
+    """
+    if not phase_ends:
+        raise ValueError("checkpoint_schedule needs the phase ends (at least the last step)")
+    last = max(phase_ends)
+    if not 1 <= first < last:
+        raise ValueError(f"the first log-spaced checkpoint ({first}) must lie in 1..{last - 1}")
+    if count < 2:
+        raise ValueError(f"count ({count}) must be at least 2: the first step and the last")
+    spaced = np.rint(np.geomspace(first, last, count)).astype(int).tolist()
+    return tuple(sorted({0, *spaced, *phase_ends}))
+
+
 @dataclass
 class TrainResult:
     model: Transformer
@@ -119,36 +162,70 @@ def select_device(requested: str = "auto") -> torch.device:
     return torch.device(requested)
 
 
-def autocast_for(device: torch.device):
-    """bf16 autocast on CUDA (fused attention kernels need it to be fast); full fp32 on CPU."""
-    if device.type == "cuda":
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-    return nullcontext()
+def autocast_dtype(device: torch.device, precision: str = "mixed") -> torch.dtype | None:
+    """The autocast dtype of training on ``device`` at ``precision`` (:data:`PRECISIONS`): bf16 on CUDA
+    at ``mixed`` (fused attention kernels need it to be fast), else None (plain float32)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    return torch.bfloat16 if device.type == "cuda" and precision == "mixed" else None
+
+
+def autocast_for(device: torch.device, precision: str = "mixed"):
+    """The autocast context of a forward pass (:func:`autocast_dtype`; none for float32)."""
+    dtype = autocast_dtype(device, precision)
+    return torch.autocast(device_type=device.type, dtype=dtype) if dtype is not None else nullcontext()
+
+
+@contextmanager
+def matmul_precision(device: torch.device, precision: str):
+    """TF32 matrix multiplies (and convolutions) on CUDA at ``mixed``, off at ``float32``; the previous
+    settings are restored on exit. Nothing to set on the CPU."""
+    if device.type != "cuda":
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    allow = autocast_dtype(device, precision) is not None
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allow
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
 class BatchSampler:
-    """Random contiguous windows of ``block_size + 1`` tokens, from its own generator."""
+    """Random contiguous windows of ``block_size + 1`` tokens.
 
-    def __init__(self, ids: np.ndarray, block_size: int, batch_size: int, seed: int, device: torch.device):
+    ``sampling="separate"``: from a generator of its own, seeded with ``seed``; ``"original"``: from
+    torch's global generator (``seed`` unused), with starts from ``randint(len(ids) - block_size)``
+    as the original code's ``get_batch``.
+    """
+
+    def __init__(self, ids: np.ndarray, block_size: int, batch_size: int, seed: int, device: torch.device,
+                 sampling: str = "separate"):
+        if sampling not in BATCH_SAMPLINGS:
+            raise ValueError(f"batch_sampling must be one of {BATCH_SAMPLINGS}, got {sampling!r}")
         if len(ids) <= block_size + 1:
             raise ValueError(f"{len(ids)} tokens are too few for block_size {block_size}")
         # The tokens live on the device (a few MB) and the windows are gathered there; the start
         # positions come from a CPU generator, so every device draws the same batches.
         self.data = torch.from_numpy(np.asarray(ids, dtype=np.int64)).to(device)
         self.block_size, self.batch_size, self.device = block_size, batch_size, device
-        self.generator = torch.Generator().manual_seed(seed)
+        original = sampling == "original"
+        self.generator = None if original else torch.Generator().manual_seed(seed)
+        # exclusive upper bound of a window start; the original's reaches the very last window
+        self.high = len(self.data) - block_size - (0 if original else 1)
         self.window = torch.arange(block_size + 1, device=device)
 
     def sample(self) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (x, y), each [batch pos]; y is x shifted by one token."""
-        start = torch.randint(len(self.data) - self.block_size - 1, (self.batch_size,), generator=self.generator)
+        start = torch.randint(self.high, (self.batch_size,), generator=self.generator)
         chunk = self.data[start.to(self.device, non_blocking=True)[:, None] + self.window]  # [batch pos+1]
         return chunk[:, :-1], chunk[:, 1:]
 
 
 @torch.no_grad()
 def estimate_loss(model: torch.nn.Module, samplers: dict[str, BatchSampler], eval_iters: int,
-                  device: torch.device) -> dict[str, float]:
+                  device: torch.device, precision: str = "mixed") -> dict[str, float]:
     """Mean loss over ``eval_iters`` batches per split, in eval mode (dropout off).
     The losses stay on the device until the end (one synchronisation per split)."""
     model.eval()
@@ -157,7 +234,7 @@ def estimate_loss(model: torch.nn.Module, samplers: dict[str, BatchSampler], eva
         losses = torch.zeros(eval_iters, device=device)
         for i in range(eval_iters):
             x, y = sampler.sample()
-            with autocast_for(device):
+            with autocast_for(device, precision):
                 _, loss = model(x, y)
             losses[i] = loss.detach()
         out[split] = losses.mean().item()
@@ -239,7 +316,7 @@ def check_resume_fingerprint(state: dict, fingerprint: dict, resume_path: Path) 
 
 
 def _rng_state(device: torch.device, samplers: dict[str, BatchSampler]) -> dict[str, torch.Tensor]:
-    state = {f"sampler_{name}": s.generator.get_state() for name, s in samplers.items()}
+    state = {f"sampler_{name}": s.generator.get_state() for name, s in samplers.items() if s.generator is not None}
     state["torch_cpu"] = torch.get_rng_state()
     if device.type == "cuda":
         state["torch_cuda"] = torch.cuda.get_rng_state(device)
@@ -248,7 +325,8 @@ def _rng_state(device: torch.device, samplers: dict[str, BatchSampler]) -> dict[
 
 def _set_rng_state(state: dict[str, torch.Tensor], device: torch.device, samplers: dict[str, BatchSampler]) -> None:
     for name, s in samplers.items():
-        s.generator.set_state(state[f"sampler_{name}"])
+        if s.generator is not None:
+            s.generator.set_state(state[f"sampler_{name}"])
     torch.set_rng_state(state["torch_cpu"])
     if device.type == "cuda" and "torch_cuda" in state:
         torch.cuda.set_rng_state(state["torch_cuda"], device)
@@ -290,11 +368,14 @@ def train(
     torch.manual_seed(cfg.seed)
     model = Transformer(model_cfg).to(device)
     step_model = compiled(model, compile)  # runs the steps; ``model`` holds the weights that are saved
-    # Separate generators, all checkpointed: evaluation never shifts the training batches.
-    train_batches = BatchSampler(train_ids, model_cfg.block_size, cfg.batch_size, cfg.seed, device)
+    # "separate": generators of their own, all checkpointed, so evaluation never shifts the training
+    # batches; "original": torch's global generator (checkpointed too), as the original code.
+    train_batches = BatchSampler(train_ids, model_cfg.block_size, cfg.batch_size, cfg.seed, device,
+                                 cfg.batch_sampling)
     eval_samplers = {
-        "train": BatchSampler(train_ids, model_cfg.block_size, cfg.batch_size, cfg.seed + 1, device),
-        "val": BatchSampler(val_ids, model_cfg.block_size, cfg.batch_size, cfg.seed + 2, device),
+        "train": BatchSampler(train_ids, model_cfg.block_size, cfg.batch_size, cfg.seed + 1, device,
+                              cfg.batch_sampling),
+        "val": BatchSampler(val_ids, model_cfg.block_size, cfg.batch_size, cfg.seed + 2, device, cfg.batch_sampling),
     }
     all_samplers = {"train_batches": train_batches, **{f"eval_{k}": v for k, v in eval_samplers.items()}}
     tokens_per_step = cfg.batch_size * model_cfg.block_size
@@ -316,66 +397,67 @@ def train(
         history, seconds_before = list(state["history"]), float(state["train_seconds"])
         log.info("resuming %s from step %d of %d", work_dir, start, cfg.max_steps)
     else:
-        log.info("training from scratch in %s: %d steps, %d parameters, device %s",
-                 work_dir, cfg.max_steps, model.n_params(), device)
+        log.info("training from scratch in %s: %d steps, %d parameters, device %s, precision %s, batch sampling %s",
+                 work_dir, cfg.max_steps, model.n_params(), device, cfg.precision, cfg.batch_sampling)
 
     session_start = time.perf_counter()
 
     def seconds_so_far() -> float:
         return seconds_before + time.perf_counter() - session_start
 
-    model.train()
-    bar = tqdm(total=cfg.max_steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True,
-               mininterval=0.5 if sys.stderr.isatty() else 10.0, file=sys.stderr)
-    for step in range(start, cfg.max_steps + 1):
-        # A resumed run already evaluated and checkpointed its first step.
-        if not (resumed and step == start):
-            if step % cfg.eval_interval == 0 or step == cfg.max_steps:
-                losses = estimate_loss(step_model, eval_samplers, cfg.eval_iters, device)
-                if not all(map(math.isfinite, losses.values())):
-                    raise FloatingPointError(f"loss estimate {losses} at step {step} is not finite; "
-                                             "lower the learning rate")
-                history.append({
-                    "step": step, "train_loss": round(losses["train"], 6), "val_loss": round(losses["val"], 6),
-                    "lr": cfg.phases[cfg.phase_at(min(step, cfg.max_steps - 1))].lr,
-                    "tokens_seen": step * tokens_per_step, "elapsed_s": round(seconds_so_far(), 2),
-                })
-                _write_loss_csv(work_dir / "loss.csv", history)
-                log.info("step %d: train loss %.4f, val loss %.4f", step, losses["train"], losses["val"])
-            if step in cfg.save_steps:
-                save_weights(work_dir / "checkpoints" / f"step_{step:06d}.safetensors", model)
-                with atomic_path(resume_path) as tmp:
-                    torch.save({
-                        "step": step, "phase": phase_index, "seed": cfg.seed,
-                        "model_config": asdict(model_cfg),
-                        "fingerprint": json.dumps(fingerprint, sort_keys=True),
-                        "fingerprint_sha256": fingerprint_hash(fingerprint),
-                        "model": model.state_dict(),
-                        "optimizer": optimizer.state_dict() if optimizer is not None else {},
-                        "rng": _rng_state(device, all_samplers),
-                        "history": history, "train_seconds": seconds_so_far(),
-                    }, tmp)
-        if step == cfg.max_steps:
-            break
-        if cfg.phase_at(step) != phase_index:
-            phase_index = cfg.phase_at(step)
-            optimizer = _new_optimizer(model, cfg.phases[phase_index], cfg, device)
-            log.info("step %d: fresh AdamW at lr %g", step, cfg.phases[phase_index].lr)
-        x, y = train_batches.sample()
-        with autocast_for(device):
-            _, loss = step_model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        if (step + 1) % check_every == 0 or step + 1 == cfg.max_steps:  # .item() synchronises the GPU
-            loss_value = loss.item()
-            if not math.isfinite(loss_value):
-                raise FloatingPointError(
-                    f"training loss became {loss_value} at step {step + 1}; lower the learning rate")
-            rate = tokens_per_step * (step + 1 - start) / (time.perf_counter() - session_start)
-            bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{rate:,.0f}", refresh=False)
-        bar.update(1)
-    bar.close()
+    with matmul_precision(device, cfg.precision):  # TF32 on CUDA only at mixed precision
+        model.train()
+        bar = tqdm(total=cfg.max_steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True,
+                   mininterval=0.5 if sys.stderr.isatty() else 10.0, file=sys.stderr)
+        for step in range(start, cfg.max_steps + 1):
+            # A resumed run already evaluated and checkpointed its first step.
+            if not (resumed and step == start):
+                if step % cfg.eval_interval == 0 or step == cfg.max_steps:
+                    losses = estimate_loss(step_model, eval_samplers, cfg.eval_iters, device, cfg.precision)
+                    if not all(map(math.isfinite, losses.values())):
+                        raise FloatingPointError(f"loss estimate {losses} at step {step} is not finite; "
+                                                 "lower the learning rate")
+                    history.append({
+                        "step": step, "train_loss": round(losses["train"], 6), "val_loss": round(losses["val"], 6),
+                        "lr": cfg.phases[cfg.phase_at(min(step, cfg.max_steps - 1))].lr,
+                        "tokens_seen": step * tokens_per_step, "elapsed_s": round(seconds_so_far(), 2),
+                    })
+                    _write_loss_csv(work_dir / "loss.csv", history)
+                    log.info("step %d: train loss %.4f, val loss %.4f", step, losses["train"], losses["val"])
+                if step in cfg.save_steps:
+                    save_weights(checkpoint_path(work_dir, step), model)
+                    with atomic_path(resume_path) as tmp:
+                        torch.save({
+                            "step": step, "phase": phase_index, "seed": cfg.seed,
+                            "model_config": asdict(model_cfg),
+                            "fingerprint": json.dumps(fingerprint, sort_keys=True),
+                            "fingerprint_sha256": fingerprint_hash(fingerprint),
+                            "model": model.state_dict(),
+                            "optimizer": optimizer.state_dict() if optimizer is not None else {},
+                            "rng": _rng_state(device, all_samplers),
+                            "history": history, "train_seconds": seconds_so_far(),
+                        }, tmp)
+            if step == cfg.max_steps:
+                break
+            if cfg.phase_at(step) != phase_index:
+                phase_index = cfg.phase_at(step)
+                optimizer = _new_optimizer(model, cfg.phases[phase_index], cfg, device)
+                log.info("step %d: fresh AdamW at lr %g", step, cfg.phases[phase_index].lr)
+            x, y = train_batches.sample()
+            with autocast_for(device, cfg.precision):
+                _, loss = step_model(x, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            if (step + 1) % check_every == 0 or step + 1 == cfg.max_steps:  # .item() synchronises the GPU
+                loss_value = loss.item()
+                if not math.isfinite(loss_value):
+                    raise FloatingPointError(
+                        f"training loss became {loss_value} at step {step + 1}; lower the learning rate")
+                rate = tokens_per_step * (step + 1 - start) / (time.perf_counter() - session_start)
+                bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{rate:,.0f}", refresh=False)
+            bar.update(1)
+        bar.close()
 
     final = history[-1]
     train_seconds = seconds_so_far()
@@ -389,7 +471,7 @@ def train(
         "train_seconds": round(train_seconds, 2),
         "tokens_per_second": round((cfg.max_steps - start) * tokens_per_step / max(time.perf_counter() - session_start, 1e-9), 1),
         "device": device.type,
-        "autocast_dtype": "bfloat16" if device.type == "cuda" else "float32",
+        "autocast_dtype": str(autocast_dtype(device, cfg.precision) or torch.float32).removeprefix("torch."),
         "compile": compile or "none",
         "torch_version": torch.__version__,
     }

@@ -18,6 +18,7 @@ from tinylens.model import ModelConfig, Transformer
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
+CHECKPOINT_DIR = "checkpoints"
 
 _REMEDY = "rerun the train rule (snakemake --forcerun train_model) or restore it with `dvc pull`"
 
@@ -78,4 +79,35 @@ def load_model(directory: str | Path, device: str | torch.device = "cpu") -> Tra
     directory = Path(directory)
     model = Transformer(ModelConfig.from_json(directory / CONFIG_FILE))
     load_weights(model, directory / WEIGHTS_FILE)
+    return model.to(device).eval()
+
+
+# --- checkpoints: the weights saved during training (read by the training-dynamics and
+# weight-only families; written by tinylens.train) ----------------------------------------------
+
+def checkpoint_path(model_dir: str | Path, step: int) -> Path:
+    """``<model_dir>/checkpoints/step_NNNNNN.safetensors``: where the weights at ``step`` live."""
+    return Path(model_dir) / CHECKPOINT_DIR / f"step_{step:06d}.safetensors"
+
+
+def checkpoint_steps(model_dir: str | Path) -> list[int]:
+    """The steps whose checkpoints ``model_dir`` holds, in increasing order."""
+    directory = Path(model_dir) / CHECKPOINT_DIR
+    if not directory.is_dir():
+        raise FileNotFoundError(f"checkpoint directory {directory} is missing; {_REMEDY}")
+    steps = []
+    for path in directory.glob("step_*.safetensors"):
+        number = path.stem.removeprefix("step_")
+        if not number.isdigit():
+            raise ValueError(f"{path} is not named step_NNNNNN.safetensors; remove it or {_REMEDY}")
+        steps.append(int(number))
+    if not steps:
+        raise FileNotFoundError(f"checkpoint directory {directory} holds no step_*.safetensors; {_REMEDY}")
+    return sorted(steps)
+
+
+def load_checkpoint(model_dir: str | Path, step: int, device: str | torch.device = "cpu") -> Transformer:
+    """The model of ``model_dir`` (its ``config.json``) with the weights saved at ``step``, in eval mode."""
+    model = Transformer(ModelConfig.from_json(Path(model_dir) / CONFIG_FILE))
+    load_weights(model, checkpoint_path(model_dir, step))
     return model.to(device).eval()

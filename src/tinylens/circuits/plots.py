@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+from matplotlib.figure import Figure
 
 from tinylens.circuits.composition import KINDS
 from tinylens.circuits.training import VARIANTS, formation, layer_pair_max, variant_name, with_excess
@@ -120,9 +122,13 @@ def plot_composition_kendall_tau(digest: dict, out: str | Path) -> None:
     save_figure(fig, out)
 
 
-def plot_composition_over_training(over: dict[int, pl.DataFrame], original: int, n: int, out: str | Path,
-                                   kind: str = "K") -> None:
-    """K-composition of each seed's strongest final pairs at every checkpoint, with the baseline band."""
+def make_composition_over_training(over: dict[int, pl.DataFrame], original: int, n: int, kind: str = "K",
+                                   windows: Mapping[int, tuple[float, float]] | None = None) -> Figure:
+    """K-composition of each seed's strongest final pairs at every checkpoint, with the baseline band.
+
+    windows: per seed, the (start, end) steps of the training-dynamics family's phase-change window
+    (:func:`tinylens.dynamics.summary.phase_change_windows`), shaded on that seed's panels.
+    """
     seeds = sorted(over, key=lambda s: (s != original, s))
     variants = [v for v in VARIANTS if v[1] == "ignored"]
     fig, axes = plt.subplots(len(variants), len(seeds), figsize=(4 * len(seeds), 3.2 * len(variants)),
@@ -143,6 +149,9 @@ def plot_composition_over_training(over: dict[int, pl.DataFrame], original: int,
                 mean = np.mean([p["baseline_mean"] for p in pairs], axis=0)
                 std = np.mean([p["baseline_std"] for p in pairs], axis=0)
                 ax.fill_between(steps, mean - 3 * std, mean + 3 * std, color="grey", alpha=0.25, label="baseline +- 3 sd")
+            if windows is not None and seed in windows:
+                ax.axvspan(*windows[seed], color="tab:orange", alpha=0.15, lw=0,
+                           label="phase-change window (training dynamics)")
             ax.set_xscale("symlog", linthresh=max(1, int(pairs[0]["steps"][1]) if pairs and len(pairs[0]["steps"]) > 1 else 1))
             ax.set_title(f"seed {seed}{' (original)' if seed == original else ''}: {kind}-comp., {basis} basis",
                          fontsize=8)
@@ -155,7 +164,13 @@ def plot_composition_over_training(over: dict[int, pl.DataFrame], original: int,
     fig.suptitle(f"When do the strongest {kind}-composition pairs form? (open circle: stays above baseline + 3 sd)",
                  fontsize=10)
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig
+
+
+def plot_composition_over_training(over: dict[int, pl.DataFrame], original: int, n: int, out: str | Path,
+                                   kind: str = "K", windows: Mapping[int, tuple[float, float]] | None = None) -> None:
+    """:func:`make_composition_over_training`, written as a PNG."""
+    save_figure(make_composition_over_training(over, original, n, kind, windows), out)
 
 
 def plot_composition_across_seeds(scores: pl.DataFrame, original: int, n_layer: int, across: dict,

@@ -26,7 +26,7 @@ from tinylens.superposition.geometry import (
     feature_norms,
     polygon_name,
 )
-from tinylens.superposition.levels import fraction_coverage, nearest_fraction
+from tinylens.superposition.levels import fraction_coverage, nearest_fraction, parse_fractions
 from tinylens.superposition.model import TrainSettings, expected_loss, init_weights, train
 from tinylens.superposition.phase_change import STARTS, crossings, start_weights
 from tinylens.superposition.regimes import (
@@ -387,3 +387,16 @@ def summarize_family(uniform, nonuniform, dim_models, dim_features, jumps, phase
         "dimensionality": {**dim, "source": SOURCE["dimensionality"]},
         "phase_diagram": {**phase, "source": SOURCE["phase_diagram"]},
     }
+
+
+def summarize_tables(tables: Mapping[str, Mapping], spec: Mapping, definitions: Mapping) -> dict:
+    """:func:`summarize_family` from the family's tables (keyed by their names in ``schemas.TABLES``) and its
+    two config sections: a preset's ``superposition`` settings and the top-level ``superposition`` definitions."""
+    return summarize_family(
+        uniform=tables["uniform_models"], nonuniform=tables["nonuniform_models"],
+        dim_models=tables["dimensionality_models"], dim_features=tables["dimensionality_features"],
+        jumps=tables["dimensionality_jumps"], phase_cells=tables["phase_cells"],
+        phase_boundary=tables["phase_boundary"], fixed_sparsity=spec["nonuniform"]["fixed_sparsity"],
+        dynamics_sparsity=spec["dimensionality"]["dynamics_sparsity"], phase_seeds=spec["phase_diagram"]["seeds"],
+        fractions=parse_fractions(definitions["fractions"]), tolerance=definitions["tolerance"],
+        jump_settings=definitions["jumps"], threshold=definitions["represented_norm"])

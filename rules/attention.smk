@@ -1,0 +1,304 @@
+# Attention as a dynamical system (method.md §10): attention spectra, depth-wise trajectories
+# through the logit and tuned lenses, speaker probes. Heavy rules are one job per seed
+# ({seed} wildcard); the target runs the original seed only, as the analysis asks.
+import json
+from pathlib import Path
+
+ATTENTION = SETTINGS["attention"]
+
+
+ATTENTION_DIR = results("attention/seed{seed}")  # one folder per seed; the target asks for the original
+ATTENTION_ORIGINAL = results(f"attention/seed{ORIGINAL}")
+
+
+MODEL_FILES = {
+    "weights": results("models/seed{seed}/model.safetensors"),
+    "model_config": results("models/seed{seed}/config.json"),
+}
+
+
+# --- resources: each job's arrays grow with the preset's sizes (model width, context, windows, vocabulary);
+# base MB (Python, torch, the model) plus MB per array copy, fitted to the test and small presets' peaks
+# with a quarter or more to spare (docs/benchmarks.md) ---
+_A_MODEL = SETTINGS["model"]
+_A_DEPTHS, _A_T = _A_MODEL["n_layer"] + 1, _A_MODEL["block_size"]
+# one batch of 16 windows' attention patterns in float64, every block and head
+_A_PATTERNS = (_A_MODEL["n_layer"] * 16 * _A_MODEL["n_head"] * _A_T**2 * 8) / 2**20
+# the tuned lens's training positions: residual streams at every depth, float32 (held twice while gathered)
+_A_LENS = (_A_DEPTHS * ATTENTION["lens_sequences"] * _A_T * _A_MODEL["n_embed"] * 4) / 2**20
+# per vocabulary entry: the validation positions' lens distributions at every depth, float64
+_A_TRAJ = (_A_DEPTHS * ATTENTION["sequences"] * _A_T * 8) / 2**20
+# one batch of 256 passages' residual streams at every depth, float32, and one block's attention
+_A_PROBE = (256 * _A_T * (_A_DEPTHS * _A_MODEL["n_embed"] + _A_MODEL["n_head"] * _A_T) * 4) / 2**20
+ATTENTION_MEM = {
+    "spectra": int(450 + 16 * _A_PATTERNS),
+    "tuned_lens": int(550 + 4 * _A_LENS),
+    # the vocabulary from the model's config, known once the model is trained
+    "trajectories": lambda wildcards, input: int(
+        450 + 24 * _A_TRAJ * json.loads(Path(input.model_config).read_text())["vocab_size"]
+    ),
+    "probes": int(450 + 4 * _A_PROBE),
+}
+
+
+rule attention_spectra:
+    input:
+        **MODEL_FILES,
+        val=rules.tokenize.output.val,
+    output:
+        diagonal=f"{ATTENTION_DIR}/diagonal.parquet",
+        absorption=f"{ATTENTION_DIR}/absorption.parquet",
+        heads=f"{ATTENTION_DIR}/heads.parquet",
+    params:
+        sequences=ATTENTION["sequences"],
+        eigen_sample=ATTENTION["eigen_sample"],
+        walk_doublings=ATTENTION["walk_doublings"],
+        device=config["device"],
+    threads: 1
+    resources:
+        mem_mb=ATTENTION_MEM["spectra"],
+        runtime=20,
+        gpu=TRAIN["resources"]["gpu"],
+    log:
+        results("logs/attention_spectra_seed{seed}.log"),
+    benchmark:
+        results("benchmarks/attention_spectra_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/measure_attention_spectra.py"
+
+
+rule train_tuned_lens:
+    input:
+        **MODEL_FILES,
+        train=rules.tokenize.output.train,
+    output:
+        lens=f"{ATTENTION_DIR}/tuned_lens.safetensors",
+        history=f"{ATTENTION_DIR}/tuned_lens_training.csv",
+    params:
+        sequences=ATTENTION["lens_sequences"],
+        settings=ATTENTION["tuned_lens"],
+        seed=ATTENTION["seed"],
+        device=config["device"],
+    threads: 1
+    resources:
+        mem_mb=ATTENTION_MEM["tuned_lens"],
+        runtime=20,
+        gpu=TRAIN["resources"]["gpu"],
+    log:
+        results("logs/train_tuned_lens_seed{seed}.log"),
+    benchmark:
+        results("benchmarks/train_tuned_lens_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/train_tuned_lens.py"
+
+
+rule measure_trajectories:
+    input:
+        **MODEL_FILES,
+        val=rules.tokenize.output.val,
+        lens=rules.train_tuned_lens.output.lens,
+        history=rules.train_tuned_lens.output.history,
+    output:
+        table=f"{ATTENTION_DIR}/trajectories.parquet",
+        summary=f"{ATTENTION_DIR}/trajectories.json",
+    params:
+        sequences=ATTENTION["sequences"],
+        device=config["device"],
+    threads: 1
+    resources:
+        mem_mb=ATTENTION_MEM["trajectories"],
+        runtime=20,
+        gpu=TRAIN["resources"]["gpu"],
+    log:
+        results("logs/measure_trajectories_seed{seed}.log"),
+    benchmark:
+        results("benchmarks/measure_trajectories_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/measure_trajectories.py"
+
+
+rule probe_speakers:
+    input:
+        **MODEL_FILES,
+        tokenizer=rules.tokenize.output.tokenizer,
+        train=rules.tokenize.output.train,
+        val=rules.tokenize.output.val,
+    output:
+        table=f"{ATTENTION_DIR}/probes.parquet",
+        passages=f"{ATTENTION_DIR}/passages.parquet",
+        summary=f"{ATTENTION_DIR}/probes.json",
+    params:
+        probe=ATTENTION["probe"],
+        seed=ATTENTION["seed"],
+        device=config["device"],
+    threads: 1
+    resources:
+        mem_mb=ATTENTION_MEM["probes"],
+        runtime=20,
+        gpu=TRAIN["resources"]["gpu"],
+    log:
+        results("logs/probe_speakers_seed{seed}.log"),
+    benchmark:
+        results("benchmarks/probe_speakers_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/probe_speakers.py"
+
+
+rule attention_summary:
+    input:
+        heads=f"{ATTENTION_ORIGINAL}/heads.parquet",
+        trajectories=f"{ATTENTION_ORIGINAL}/trajectories.json",
+        probes=f"{ATTENTION_ORIGINAL}/probes.json",
+    output:
+        summary=results("metrics/attention.json"),
+    params:
+        seed=ORIGINAL,
+    log:
+        results("logs/attention_summary.log"),
+    benchmark:
+        results("benchmarks/attention_summary.tsv")
+    resources:
+        mem_mb=300,
+        runtime=5,
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/summarize_attention.py"
+
+
+rule plot_attention_diagonals:
+    input:
+        table=f"{ATTENTION_ORIGINAL}/diagonal.parquet",
+    output:
+        figure=report(
+            results("figures/attention_diagonals.png"),
+            caption="../report/attention_diagonals.rst",
+            category="Attention dynamics",
+        ),
+    log:
+        results("logs/plot_attention_diagonals.log"),
+    benchmark:
+        results("benchmarks/plot_attention_diagonals.tsv")
+    resources:
+        mem_mb=400,
+        runtime=5,
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_attention_diagonals.py"
+
+
+rule plot_attention_absorption:
+    input:
+        table=f"{ATTENTION_ORIGINAL}/absorption.parquet",
+    output:
+        figure=report(
+            results("figures/attention_absorption.png"),
+            caption="../report/attention_absorption.rst",
+            category="Attention dynamics",
+        ),
+    log:
+        results("logs/plot_attention_absorption.log"),
+    benchmark:
+        results("benchmarks/plot_attention_absorption.tsv")
+    resources:
+        mem_mb=400,
+        runtime=5,
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_attention_absorption.py"
+
+
+rule plot_lens_curves:
+    input:
+        summary=f"{ATTENTION_ORIGINAL}/trajectories.json",
+    output:
+        figure=report(
+            results("figures/lens_curves.png"), caption="../report/lens_curves.rst", category="Attention dynamics"
+        ),
+    log:
+        results("logs/plot_lens_curves.log"),
+    benchmark:
+        results("benchmarks/plot_lens_curves.tsv")
+    resources:
+        mem_mb=400,
+        runtime=5,
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_lens_curves.py"
+
+
+rule plot_next_token_cosine:
+    input:
+        table=f"{ATTENTION_ORIGINAL}/trajectories.parquet",
+        summary=f"{ATTENTION_ORIGINAL}/trajectories.json",
+    output:
+        figure=report(
+            results("figures/next_token_cosine.png"),
+            caption="../report/next_token_cosine.rst",
+            category="Attention dynamics",
+        ),
+    log:
+        results("logs/plot_next_token_cosine.log"),
+    benchmark:
+        results("benchmarks/plot_next_token_cosine.tsv")
+    resources:
+        mem_mb=400,
+        runtime=5,
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_next_token_cosine.py"
+
+
+rule plot_probe_accuracy:
+    input:
+        table=f"{ATTENTION_ORIGINAL}/probes.parquet",
+        summary=f"{ATTENTION_ORIGINAL}/probes.json",
+    output:
+        figure=report(
+            results("figures/probe_accuracy.png"),
+            caption="../report/probe_accuracy.rst",
+            category="Attention dynamics",
+        ),
+    log:
+        results("logs/plot_probe_accuracy.log"),
+    benchmark:
+        results("benchmarks/plot_probe_accuracy.tsv")
+    resources:
+        mem_mb=400,
+        runtime=5,
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_probe_accuracy.py"
+
+
+ATTENTION_TARGETS = [
+    rules.attention_summary.output.summary,
+    rules.plot_attention_diagonals.output.figure,
+    rules.plot_attention_absorption.output.figure,
+    rules.plot_lens_curves.output.figure,
+    rules.plot_next_token_cosine.output.figure,
+    rules.plot_probe_accuracy.output.figure,
+    # intermediates too: `rule all` then notices one deleted or lost with a failed job
+    *(
+        expand(rule.output, seed=ORIGINAL)
+        for rule in (rules.attention_spectra, rules.train_tuned_lens, rules.measure_trajectories, rules.probe_speakers)
+    ),
+]
+
+
+rule attention:
+    input:
+        ATTENTION_TARGETS,

@@ -1,0 +1,35 @@
+# The published numbers of method.md beside ours, in one table (tinylens.comparison; method.md §12).
+# Its sources (COMPARISON_SOURCES) are in common.smk.
+
+
+rule paper_comparison:
+    input:
+        unpack(comparison_sources),
+    output:
+        metrics=results("metrics/paper_comparison.json"),
+        table=report(
+            results("comparison/paper_comparison.csv"),
+            caption="../report/paper_comparison.rst",
+            category="Comparison with the paper",
+        ),
+        markdown=results("comparison/paper_comparison.md"),
+    params:
+        preset=PRESET,
+        files={name: path for name, (path, _) in COMPARISON_SOURCES.items()},
+        absent=absent_sources,
+    resources:
+        mem_mb=400,
+        runtime=5,
+    log:
+        results("logs/paper_comparison.log"),
+    benchmark:
+        results("benchmarks/paper_comparison.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/paper_comparison.py"
+
+
+rule comparison:
+    input:
+        rules.paper_comparison.output,

@@ -1,0 +1,366 @@
+# The paper's supporting analyses (method.md §7): ablation, final LayerNorm, the feed-forward-only
+# endpoint and vector sums, token subspaces, and the criterion. Target: `snakemake --cores all supporting`.
+# Reads the core's outputs (models, prompts, prompt activations, search summaries, tuned thresholds).
+from tinylens.supporting.subspaces import check_stages
+
+SUPPORTING = config["supporting"]
+SUPPORTING_SIZES = SETTINGS["supporting"]
+SUBSPACE_STAGES = check_stages(SUPPORTING["subspace_stages"], N_LAYER, "supporting.subspace_stages")
+
+
+PROMPT_TABLES = expand(results("strings/prompts_{mode}.parquet"), mode=MODES)
+
+
+#: Bytes of one forward batch of the per-prompt rules (ablation, final LayerNorm, endpoint): 2048 prompts x
+#: 10 positions, a few d_model-wide and one 4 d_model-wide intermediates (float32).
+BATCH_MB = 2048 * 10 * 4 * 12 * D_MODEL / 2**20
+
+
+rule ablation:
+    input:
+        **model_files("{seed}"),
+        prompts=PROMPT_TABLES,
+    output:
+        table=results("supporting/ablation/seed{seed}.parquet"),
+    params:
+        modes=MODES,
+    threads: 1
+    resources:
+        # the model and one forward batch; time: 1 + 6 x (2 full-context + 3 one-token) passes per prompt
+        mem_mb=per_row("prompts", 500 + BATCH_MB, 2000),
+        runtime=per_row("prompts", 5, row_seconds=2e-3 * max(1, D_MODEL / 64) ** 2),
+    log:
+        results("logs/ablation_seed{seed}.log"),
+    benchmark:
+        results("benchmarks/ablation_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/ablation.py"
+
+
+rule final_layernorm:
+    input:
+        **model_files(ORIGINAL),
+        prompts=PROMPT_TABLES,
+    output:
+        scaling=results("supporting/final_layernorm_scaling.parquet"),
+        noise=results("supporting/final_layernorm_noise.parquet"),
+    params:
+        modes=MODES,
+        factors=SUPPORTING["layernorm_factors"],
+        levels=SUPPORTING["noise_levels"],
+        seed=SUPPORTING["noise_seed"],
+    resources:
+        mem_mb=per_row("prompts", 500 + BATCH_MB, 2000),
+        runtime=per_row("prompts", 5, row_seconds=1e-3 * max(1, D_MODEL / 64) ** 2),
+    log:
+        results("logs/final_layernorm.log"),
+    benchmark:
+        results("benchmarks/final_layernorm.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/final_layernorm.py"
+
+
+rule ffwd_endpoint:
+    input:
+        **model_files(ORIGINAL),
+        prompts=PROMPT_TABLES,
+    output:
+        table=results("supporting/ffwd_endpoint.parquet"),
+    params:
+        modes=MODES,
+    resources:
+        mem_mb=per_row("prompts", 500 + BATCH_MB, 2000),
+        runtime=per_row("prompts", 5, row_seconds=1e-3 * max(1, D_MODEL / 64) ** 2),
+    log:
+        results("logs/ffwd_endpoint.log"),
+    benchmark:
+        results("benchmarks/ffwd_endpoint.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/ffwd_endpoint.py"
+
+
+rule vector_sums:
+    input:
+        **model_files(ORIGINAL),
+    output:
+        paths=results("supporting/vector_sums.json"),
+    params:
+        prompts=config["case_study_prompts"],
+        length=config["substring_length"],
+    resources:
+        mem_mb=600,
+        runtime=5,
+    log:
+        results("logs/vector_sums.log"),
+    benchmark:
+        results("benchmarks/vector_sums.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/vector_sums.py"
+
+
+rule token_subspaces:
+    """Every configured stage in one job (stage after stage): each job would spend more starting up
+    than learning on the smaller presets."""
+    input:
+        **model_files(ORIGINAL),
+    output:
+        vectors=expand(results("supporting/subspaces/stage{stage}.safetensors"), stage=SUBSPACE_STAGES),
+        tokens=expand(results("supporting/subspaces/stage{stage}.parquet"), stage=SUBSPACE_STAGES),
+        mixtures=expand(results("supporting/subspaces/stage{stage}_mixtures.parquet"), stage=SUBSPACE_STAGES),
+    params:
+        stages=SUBSPACE_STAGES,
+        samples=SUPPORTING_SIZES["subspace_samples"],
+        steps=SUPPORTING_SIZES["subspace_steps"],
+        lr=SUPPORTING_SIZES["subspace_lr"],
+        weight_decay=SUPPORTING["subspace_weight_decay"],
+        target_nll=SUPPORTING["subspace_target_nll"],
+        seed=SUPPORTING["subspace_seed"],
+        pairs=SUPPORTING["mixture_pairs"],
+        device=config["device"],
+    threads: SUPPORTING_SIZES["subspace_threads"]
+    resources:
+        # every token's samples, their gradients and AdamW's two moments (float32), and the model
+        mem_mb=700 + 16 * SUPPORTING_SIZES["subspace_samples"] * 65 * D_MODEL * 4 // 2**20,
+        # the paper preset's 4 x 50,000 steps are meant for a GPU
+        runtime=10 + len(SUBSPACE_STAGES) * SUPPORTING_SIZES["subspace_steps"] // 400,
+        gpu=TRAIN["resources"]["gpu"],
+    log:
+        results("logs/token_subspaces.log"),
+    benchmark:
+        results("benchmarks/token_subspaces.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/token_subspaces.py"
+
+
+rule criterion:
+    input:
+        shards=search_shards(),
+        prompts=results("strings/prompts_{mode}.parquet"),
+        # the paper mode has no tuning prompts: it uses the thresholds its evaluation uses
+        tuned=lambda wc: results(f"approx/{TUNED_WITH[wc.mode]}/tuned.json"),
+        model_config=results(f"models/seed{ORIGINAL}/config.json"),
+        tokenizer=results(f"models/seed{ORIGINAL}/tokenizer.json"),
+        prompt_blocks=[results(f"activations/seed{ORIGINAL}/prompts_{{mode}}/block{b}.parquet") for b in range(N_LAYER)],
+        subspaces=rules.token_subspaces.output.vectors,
+    output:
+        table=results("supporting/criterion_{mode}.parquet"),
+        summary=results("supporting/criterion_{mode}.json"),
+    params:
+        **SUPPORTING["criterion"],
+        mode=lambda wc: wc.mode,
+        grid=config["threshold_grid"],
+    resources:
+        # per prompt: blocks x bins x vocab counts, their cumulative sums and copies (int64)
+        mem_mb=per_row("prompts", 500, 4 * 8 * N_LAYER * N_BINS * 65),
+        runtime=per_row("prompts", 5, row_seconds=0.05),
+    log:
+        results("logs/criterion_{mode}.log"),
+    benchmark:
+        results("benchmarks/criterion_{mode}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/criterion.py"
+
+
+rule supporting_metrics:
+    input:
+        ablation=expand(results("supporting/ablation/seed{seed}.parquet"), seed=SEEDS),
+        scaling=rules.final_layernorm.output.scaling,
+        noise=rules.final_layernorm.output.noise,
+        endpoint=rules.ffwd_endpoint.output.table,
+        subspaces=rules.token_subspaces.output.tokens,
+        criterion=expand(results("supporting/criterion_{mode}.json"), mode=MODES),
+    output:
+        metrics=results("metrics/supporting.json"),
+    params:
+        seeds=SEEDS,
+        modes=MODES,
+        n_blocks=N_LAYER,
+        stages=SUBSPACE_STAGES,
+        target_nll=SUPPORTING["subspace_target_nll"],
+        samples=SUPPORTING_SIZES["subspace_samples"],
+    resources:
+        # the ablation tables as Python columns: about 1 kB per row
+        mem_mb=per_row("ablation", 500, 1000),
+        runtime=5,
+    log:
+        results("logs/supporting_metrics.log"),
+    benchmark:
+        results("benchmarks/supporting_metrics.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/supporting_metrics.py"
+
+
+rule plot_ablation:
+    input:
+        metrics=rules.supporting_metrics.output.metrics,
+    output:
+        figure=report(
+            results("figures/ablation.png"),
+            caption="../report/ablation.rst",
+            category="Supporting analyses",
+        ),
+    resources:
+        mem_mb=600,
+        runtime=5,
+    log:
+        results("logs/plot_ablation.log"),
+    benchmark:
+        results("benchmarks/plot_ablation.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_ablation.py"
+
+
+rule plot_final_layernorm:
+    input:
+        scaling=rules.final_layernorm.output.scaling,
+        noise=rules.final_layernorm.output.noise,
+    output:
+        figure=report(
+            results("figures/final_layernorm.png"),
+            caption="../report/final_layernorm.rst",
+            category="Supporting analyses",
+        ),
+    resources:
+        mem_mb=600,
+        runtime=5,
+    log:
+        results("logs/plot_final_layernorm.log"),
+    benchmark:
+        results("benchmarks/plot_final_layernorm.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_final_layernorm.py"
+
+
+rule plot_ffwd_endpoint:
+    input:
+        table=rules.ffwd_endpoint.output.table,
+    output:
+        figure=report(
+            results("figures/ffwd_endpoint.png"),
+            caption="../report/ffwd_endpoint.rst",
+            category="Supporting analyses",
+        ),
+    resources:
+        mem_mb=600,
+        runtime=5,
+    log:
+        results("logs/plot_ffwd_endpoint.log"),
+    benchmark:
+        results("benchmarks/plot_ffwd_endpoint.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_ffwd_endpoint.py"
+
+
+rule plot_vector_sums:
+    input:
+        paths=rules.vector_sums.output.paths,
+    output:
+        figure=report(
+            results("figures/vector_sums.png"),
+            caption="../report/vector_sums.rst",
+            category="Supporting analyses",
+        ),
+    resources:
+        mem_mb=600,
+        runtime=5,
+    log:
+        results("logs/plot_vector_sums.log"),
+    benchmark:
+        results("benchmarks/plot_vector_sums.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_vector_sums.py"
+
+
+rule plot_token_subspaces:
+    input:
+        tokens=rules.token_subspaces.output.tokens,
+        mixtures=rules.token_subspaces.output.mixtures,
+        tokenizer=results(f"models/seed{ORIGINAL}/tokenizer.json"),
+    params:
+        n_layer=N_LAYER,
+    output:
+        figure=report(
+            results("figures/token_subspaces.png"),
+            caption="../report/token_subspaces.rst",
+            category="Supporting analyses",
+        ),
+    resources:
+        mem_mb=600,
+        runtime=5,
+    log:
+        results("logs/plot_token_subspaces.log"),
+    benchmark:
+        results("benchmarks/plot_token_subspaces.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_token_subspaces.py"
+
+
+rule plot_criterion:
+    input:
+        metrics=rules.supporting_metrics.output.metrics,
+    output:
+        figure=report(
+            results("figures/criterion.png"),
+            caption="../report/criterion.rst",
+            category="Supporting analyses",
+        ),
+    resources:
+        mem_mb=600,
+        runtime=5,
+    log:
+        results("logs/plot_criterion.log"),
+    benchmark:
+        results("benchmarks/plot_criterion.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/plot_criterion.py"
+
+
+# The family's outputs: rule all and the target `supporting` ask for these.
+SUPPORTING_TARGETS = [
+    rules.supporting_metrics.output.metrics,
+    rules.plot_ablation.output.figure,
+    rules.plot_final_layernorm.output.figure,
+    rules.plot_ffwd_endpoint.output.figure,
+    rules.plot_vector_sums.output.figure,
+    rules.plot_token_subspaces.output.figure,
+    rules.plot_criterion.output.figure,
+    # intermediates too: `rule all` then notices one deleted or lost with a failed job
+    expand(rules.ablation.output, seed=SEEDS),
+    rules.final_layernorm.output,
+    rules.ffwd_endpoint.output,
+    rules.vector_sums.output,
+    rules.token_subspaces.output,
+    expand(rules.criterion.output, mode=MODES),
+]
+
+
+rule supporting:
+    """This family alone, on top of the core: `snakemake --cores all supporting`."""
+    input:
+        SUPPORTING_TARGETS,

@@ -1,0 +1,23 @@
+"""Phases, windows and best heads of every seed, with the sources' numbers (rule dynamics_summary)."""
+
+from tinylens.atomic import write_json
+from tinylens.dynamics.summary import load_curves, seed_summary, summarize
+from tinylens.logs import log_to
+from tinylens.model import ModelConfig
+
+with log_to(snakemake.log[0]) as log:
+    inp, p = snakemake.input, snakemake.params
+    cfg = ModelConfig.from_json(inp.model_config)
+    dyn = p.dynamics
+    per_seed = {}
+    for seed, checkpoints, heads in zip(p.seeds, inp.checkpoints, inp.heads, strict=True):
+        curves = load_curves(checkpoints, heads, cfg.n_layer, cfg.n_head, cfg.block_size)
+        per_seed[seed] = seed_summary(curves, cfg.n_layer, p.batch_size * cfg.block_size, dyn["smooth_decades"],
+                                      dyn["min_swing"], dyn["induction_threshold"], dyn["unigram_threshold"])
+        s = per_seed[seed]
+        log.info("seed %d: window %.0f-%.0f (peak %d), best head block %d head %d (prefix matching %.3f), "
+                 "IE/KL phases %s", seed, s["window"]["start"], s["window"]["end"], s["window"]["peak"],
+                 s["best_head"]["block"], s["best_head"]["head"], s["best_head"]["prefix_matching"],
+                 [i for i in (1, 2, 3) if s["ie_kl"][f"phase_{i}"]])
+    write_json(snakemake.output.summary, summarize(per_seed, p.original, dyn))
+    log.info("wrote %s", snakemake.output.summary)

@@ -1,0 +1,35 @@
+"""The final LayerNorm under scaling and noise, on the evaluation prompts of both modes (rule final_layernorm)."""
+
+from pathlib import Path
+
+import numpy as np
+
+from tinylens.corpus import CharTokenizer
+from tinylens.logs import log_to
+from tinylens.supporting.inputs import load_prompt_set
+from tinylens.supporting.layernorm import noise_experiment, scaling_deviation
+from tinylens.supporting.schemas import NOISE_SCHEMA, SCALING_SCHEMA
+from tinylens.supporting.summary import summarize_noise, summarize_scaling
+from tinylens.tables import write_table
+from tinylens.weights import load_model
+
+with log_to(snakemake.log[0]) as log:
+    inp, out, p = snakemake.input, snakemake.output, snakemake.params
+    model = load_model(Path(inp.weights).parent)
+    tokenizer = CharTokenizer.load(inp.tokenizer)
+    tables = {"scaling": {}, "noise": {}}
+    for mode, path in zip(p.modes, inp.prompts, strict=True):
+        prompts = load_prompt_set(path, mode, tokenizer, split="eval")
+        for name, cols, repeats in (
+            ("scaling", scaling_deviation(model, prompts.tokens, p.factors), len(p.factors)),
+            ("noise", noise_experiment(model, prompts.tokens, p.levels, p.seed), len(p.levels)),
+        ):
+            cols = {"mode": [mode] * (repeats * len(prompts.strings)),
+                    "prompt_id": np.tile(prompts.prompt_id, repeats), **cols}
+            for k, v in cols.items():
+                tables[name].setdefault(k, []).extend(list(v))
+            summary = summarize_scaling(cols) if name == "scaling" else summarize_noise(cols)
+            log.info("%s mode, %s: %s", mode, name, summary)
+    write_table(out.scaling, SCALING_SCHEMA, tables["scaling"])
+    write_table(out.noise, NOISE_SCHEMA, tables["noise"])
+    log.info("wrote %s and %s", out.scaling, out.noise)

@@ -1,0 +1,112 @@
+"""The family's headline numbers: what metrics/attention.json holds, with the source's claims beside them.
+
+Source 001 states its readings as hypotheses and measures none of them, so the "source" entries
+are its claims in words (and the tuned-lens paper's finding), not numbers to match.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from tinylens.attention.schemas import EIGEN_AGREEMENT
+
+#: What the sources say each measurement should show.
+SOURCE_CLAIMS = {
+    "spectra": "001: attention matrices are row-stochastic and, being causal, lower triangular, so their "
+               "eigenvalues are the diagonal; the backward walk S^k is absorbed at the first position.",
+    "odds_ratio": "001: log S_ij - log S_ik = q_i . (k_j - k_k) / sqrt(d_head): attention compares keys "
+                  "through their distance to the query, with the key norm acting as a bias.",
+    "trajectories": "001: a token's states across depth form a trajectory ending near the next token's "
+                    "embedding. Tuned lens (Belrose et al. 2023): the tuned lens has lower KL to the final "
+                    "distribution than the logit lens at every depth.",
+    "probes": "001: context-pooled features that a linear classifier separates are evidence of attractors.",
+}
+
+HEAD_FIELDS = ("block", "head", "diag_mean", "diag_median", "slowest_transient_eigenvalue", "half_absorption_mean")
+
+
+def finite_or_none(x: float) -> float | None:
+    """JSON has no infinity: a walk never half-absorbed is ``null``."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _head_row(columns: Mapping[str, np.ndarray], i: int) -> dict:
+    row = {k: columns[k][i].item() for k in HEAD_FIELDS}
+    row["half_absorption_mean"] = finite_or_none(row["half_absorption_mean"])
+    return row
+
+
+def summarize_heads(columns: Mapping[str, np.ndarray], top: int = 3) -> dict:
+    """Headline of the head table: the checks, the heads with the most and least self-attention,
+    absorption speed, and the odds-ratio shares (mean over heads, and the extreme heads).
+
+    Blocks and heads are 0-based here as in the tables."""
+    order = np.argsort(-columns["diag_mean"], kind="stable")
+    half = np.asarray(columns["half_absorption_mean"], dtype=np.float64)
+    shares = ("share_distance", "share_key_norm", "share_cross", "share_key_effect", "share_interaction")
+    by_key = np.argsort(-columns["share_key_effect"], kind="stable")
+    return {
+        "checks": {
+            "row_sum_max_error": float(np.max(columns["row_sum_max_error"])),
+            "above_diagonal_max": float(np.max(columns["above_diagonal_max"])),
+            "eigen_gap_median": float(np.nanmedian(columns["eigen_gap_median"])),
+            "eigen_gap_max": float(np.nanmax(columns["eigen_gap_max"])),
+            "eigen_agree_share": float(np.nanmean(columns["eigen_agree_share"])),
+            "eigen_agree_threshold": EIGEN_AGREEMENT,
+            "pattern_vs_scores_max_error": float(np.max(columns["pattern_vs_scores_max_error"])),
+        },
+        "most_self_attention": [_head_row(columns, i) for i in order[:top]],
+        "least_self_attention": [_head_row(columns, i) for i in order[::-1][:top]],
+        "absorption": {
+            "half_absorption_median": finite_or_none(float(np.median(half))),
+            "never_half_absorbed": int((~np.isfinite(half)).sum()),
+            "fastest": _head_row(columns, int(np.argmin(half))),
+            "slowest": _head_row(columns, int(np.argmax(half))),
+        },
+        "odds_ratio": {
+            "mean_over_heads": {k: float(np.mean(columns[k])) for k in shares},
+            "most_key_driven": {"block": int(columns["block"][by_key[0]]), "head": int(columns["head"][by_key[0]]),
+                                "share_key_effect": float(columns["share_key_effect"][by_key[0]])},
+            "most_query_driven": {"block": int(columns["block"][by_key[-1]]), "head": int(columns["head"][by_key[-1]]),
+                                  "share_key_effect": float(columns["share_key_effect"][by_key[-1]])},
+        },
+    }
+
+
+def summarize_probes(columns: Mapping[str, Sequence]) -> dict:
+    """Per depth: accuracy and balanced accuracy of each classifier and chance; the best depth of the
+    logistic probe by balanced accuracy."""
+    depth = np.asarray(columns["depth"])
+    classifier = np.asarray(columns["classifier"])
+    per_depth = []
+    for d in np.unique(depth):
+        row: dict = {"depth": int(d)}
+        for name in np.unique(classifier):
+            i = int(np.nonzero((depth == d) & (classifier == name))[0][0])
+            row[str(name)] = {k: float(columns[k][i]) for k in
+                              ("accuracy", "balanced_accuracy", "accuracy_std", "balanced_accuracy_std")}
+        per_depth.append(row)
+    best = max(per_depth, key=lambda r: r["logistic"]["balanced_accuracy"])
+    null = best["shuffled_labels"]
+    z = (best["logistic"]["balanced_accuracy"] - null["balanced_accuracy"]) / max(null["balanced_accuracy_std"], 1e-12)
+    return {"per_depth": per_depth, "best_logistic_depth": best["depth"],
+            "best_logistic": best["logistic"], "chance": best["chance"], "shuffled_labels_at_best": null,
+            # how many shuffled-label standard deviations the best depth's probe sits above their mean
+            # (the best of several depths, so read it as an upper bound)
+            "best_logistic_z_vs_shuffled": z}
+
+
+def family_metrics(seed: int, spectra: Mapping, trajectories: Mapping, probes: Mapping) -> dict:
+    """metrics/attention.json: each part's summary with the source's claim beside it."""
+    return {
+        "seed": seed,
+        "depth_convention": "depth 0 = embedding output, depth d = output of block d (1-based blocks); "
+                            "blocks and heads in head entries are 0-based",
+        "spectra": {**spectra, "source": SOURCE_CLAIMS["spectra"]},
+        "odds_ratio_source": SOURCE_CLAIMS["odds_ratio"],
+        "trajectories": {**trajectories, "source": SOURCE_CLAIMS["trajectories"]},
+        "probes": {**probes, "source": SOURCE_CLAIMS["probes"]},
+    }

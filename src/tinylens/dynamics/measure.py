@@ -1,0 +1,252 @@
+"""One checkpoint -> one row of metrics and one row per head (method.md §8), and their Parquet schemas.
+
+Every forward pass goes through :func:`tinylens.interventions.run`; every distance through
+:mod:`tinylens.measures`. Per checkpoint, on the fixed :class:`~tinylens.dynamics.probes.Probes`:
+
+- train and validation loss, and the validation loss at every position;
+- the in-context learning score: loss at a late position minus loss at an early one;
+- KL(model || unigram) and KL(unigram || model) of the next-token distribution, averaged over
+  positions and windows;
+- the interaction energy of the validation windows' token states at every depth (embedding
+  output, after each block, after ``ln_f``), over the whole window and over its prefixes;
+- the unigram direction: the smallest KL(unigram || softmax(lm_head(ln_f(x)))) one trainable
+  vector x reaches (fed to ``ln_f`` as the residual stream of a one-position sequence);
+- per head, on the repeated random-token sequences: prefix matching, copying (eigenvalue and
+  direct-logit forms), previous-token and duplicate-token scores.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from tinylens.dynamics.energy import interaction_energies
+from tinylens.dynamics.heads import (
+    attended_tokens,
+    copying_score_eigen,
+    copying_score_logits,
+    detection_score,
+    duplicate_token_pattern,
+    prefix_matching_score,
+    previous_token_pattern,
+    repeat_queries,
+)
+from tinylens.dynamics.probes import Probes
+from tinylens.interventions import direct_logits, head_outputs, head_weights, hook_name, run
+from tinylens.measures import kl_from_logits
+from tinylens.model import Transformer
+from tinylens.tables import Schema
+from tinylens.weights import checkpoint_steps, load_checkpoint
+
+log = logging.getLogger(__name__)
+
+#: Per-head score columns of the heads table, in order.
+HEAD_SCORES = ("prefix_matching", "copying_eigen", "copying_logit", "previous_token", "duplicate_token")
+#: Windows per forward pass: bounds memory at paper scale (256 x 256 x 384 states per depth).
+CHUNK = 64
+
+
+def depth_names(n_layer: int) -> list[str]:
+    """Where the interaction energy is measured: the embedding output, after each block, after ``ln_f``."""
+    return ["embed", *(f"block {b + 1}" for b in range(n_layer)), "ln_f"]
+
+
+def checkpoint_schema(n_layer: int, context: int) -> Schema:
+    """One row per checkpoint: ``ie``/``ie_prefix`` per depth (:func:`depth_names`), loss per position."""
+    depths = pa.list_(pa.float64(), n_layer + 2)
+    return Schema("dynamics checkpoints", {
+        "step": pa.int64(),
+        "tokens_seen": pa.int64(),
+        "train_loss": pa.float64(),
+        "val_loss": pa.float64(),
+        "icl_score": pa.float64(),
+        "icl_score_se": pa.float64(),
+        "kl_model_unigram": pa.float64(),
+        "kl_unigram_model": pa.float64(),
+        "unigram_direction_kl": pa.float64(),
+        "ie": depths,
+        "ie_prefix": depths,
+        "loss_by_position": pa.list_(pa.float64(), context),
+    })
+
+
+HEADS_SCHEMA = Schema("dynamics heads", {
+    "step": pa.int64(),
+    "layer": pa.int32(),
+    "head": pa.int32(),
+    **{name: pa.float64() for name in HEAD_SCORES},
+})
+
+
+def unigram_direction(model: Transformer, unigram: np.ndarray, restarts: int, steps: int, seed: int) -> float:
+    """min over x of KL(unigram || softmax(lm_head(ln_f(x)))), x one trainable vector.
+
+    x enters as the residual stream at the input of ``ln_f`` (``run(model, resid=x,
+    start=n_layer)``); L-BFGS with a strong-Wolfe line search, ``steps`` iterations, from
+    ``restarts`` N(0, 1) starts drawn with ``seed``; the smallest KL reached, in nats.
+    """
+    n_layer, d = model.config.n_layer, model.config.n_embed
+    device = next(model.parameters()).device
+    log_u = torch.log(torch.as_tensor(unigram, dtype=torch.float64, device=device))
+    x = torch.randn(restarts, 1, d, generator=torch.Generator().manual_seed(seed)).to(device).requires_grad_()
+    optimizer = torch.optim.LBFGS([x], lr=1.0, max_iter=steps, line_search_fn="strong_wolfe",
+                                  tolerance_grad=1e-10, tolerance_change=1e-12)
+
+    def kl(v: Tensor) -> Tensor:
+        logits = run(model, resid=v, start=n_layer).logits[:, 0]  # [restarts vocab]
+        return kl_from_logits(log_u.expand(len(v), -1), logits)  # [restarts]
+
+    def closure() -> Tensor:
+        with torch.enable_grad():
+            loss = kl(x).sum()
+            (x.grad,) = torch.autograd.grad(loss, x)  # gradients to x only, never to the model
+        return loss
+
+    optimizer.step(closure)
+    with torch.no_grad():
+        return float(kl(x.detach()).min())
+
+
+def _chunks(windows: np.ndarray, device: torch.device):
+    for i in range(0, len(windows), CHUNK):
+        yield torch.as_tensor(windows[i : i + CHUNK], device=device)
+
+
+@torch.no_grad()
+def _token_losses(model: Transformer, windows: np.ndarray, device: torch.device) -> Tensor:
+    """Cross-entropy at every position of every window: ``[n context]``."""
+    out = []
+    for chunk in _chunks(windows, device):
+        logits = run(model, chunk[:, :-1]).logits
+        out.append(F.cross_entropy(logits.transpose(1, 2).float(), chunk[:, 1:], reduction="none").double())
+    return torch.cat(out)
+
+
+@torch.no_grad()
+def _validation_measures(model: Transformer, probes: Probes, energy_windows: int,
+                         device: torch.device) -> dict[str, Tensor]:
+    n_layer = model.config.n_layer
+    log_u = torch.as_tensor(np.log(probes.unigram), device=device)
+    losses, kl_mu, kl_um, ie, ie_prefix = [], [], [], [], []
+    for start, chunk in zip(range(0, len(probes.val), CHUNK), _chunks(probes.val, device)):
+        with_energy = max(0, min(len(chunk), energy_windows - start))  # windows of this chunk that count
+        record = ["embed", "blocks.*.block_output", "ln_f_output"] if with_energy else []
+        trace = run(model, chunk[:, :-1], record=record)
+        logits = trace.logits
+        losses.append(F.cross_entropy(logits.transpose(1, 2).float(), chunk[:, 1:], reduction="none").double())
+        u = log_u.expand_as(logits)
+        kl_mu.append(kl_from_logits(logits, u))
+        kl_um.append(kl_from_logits(u, logits))
+        if with_energy:
+            states = torch.stack([trace["embed"], *(trace[hook_name(b, "block_output")] for b in range(n_layer)),
+                                  trace["ln_f_output"]])[:, :with_energy]  # [depth batch pos d_model]
+            whole, prefix = interaction_energies(states)  # [depth batch] each
+            ie.append(whole)
+            ie_prefix.append(prefix)
+    losses = torch.cat(losses)  # [windows context]
+    return {
+        "losses": losses,
+        "kl_model_unigram": torch.cat(kl_mu).mean(),
+        "kl_unigram_model": torch.cat(kl_um).mean(),
+        "ie": torch.cat(ie, dim=1).mean(1),
+        "ie_prefix": torch.cat(ie_prefix, dim=1).mean(1),
+    }
+
+
+@torch.no_grad()
+def head_scores(model: Transformer, probes: Probes, device: torch.device) -> dict[str, Tensor]:
+    """Every head's scores on the repeated sequences: name -> ``[n_layer n_heads]`` (:data:`HEAD_SCORES`)."""
+    n_layer = model.config.n_layer
+    pos = probes.repeated.shape[1]
+    queries = repeat_queries(pos, probes.repeat_length).to(device)
+    previous = previous_token_pattern(pos).to(device)
+    W_E, W_U = model.tok_emb.weight.detach(), model.lm_head.weight.detach().T
+    eigen = torch.stack([copying_score_eigen(W_E, w.W_V, w.W_O, W_U)
+                         for w in (head_weights(model, b) for b in range(n_layer))])
+    measured = ("prefix_matching", "copying_logit", "previous_token", "duplicate_token")
+    totals = {name: torch.zeros(n_layer, model.config.n_head, dtype=torch.float64, device=device) for name in measured}
+    for chunk in _chunks(probes.repeated, device):
+        trace = run(model, chunk, record=["blocks.*.attn_pattern", "blocks.*.z", "ln_f_input"])
+        duplicate = duplicate_token_pattern(chunk)
+        share = len(chunk) / len(probes.repeated)  # each score is a mean over the chunk's sequences
+        for b in range(n_layer):
+            pattern = trace[hook_name(b, "attn_pattern")]  # [batch n_heads pos pos]
+            outputs = head_outputs(model, b, trace[hook_name(b, "z")])[:, :, queries]  # [batch n_heads q d_model]
+            logits = direct_logits(model, outputs, trace["ln_f_input"][:, queries])  # [batch n_heads q vocab]
+            scores = {
+                "prefix_matching": prefix_matching_score(pattern, chunk, probes.repeat_length),
+                "copying_logit": copying_score_logits(logits, attended_tokens(pattern[:, :, queries], chunk)),
+                "previous_token": detection_score(pattern, previous),
+                "duplicate_token": detection_score(pattern, duplicate),
+            }
+            for name, value in scores.items():
+                totals[name][b] += share * value.double()
+    return {"copying_eigen": eigen, **totals}
+
+
+def measure_checkpoint(model: Transformer, probes: Probes, icl_positions: tuple[int, int], energy_windows: int,
+                       unigram_restarts: int, unigram_steps: int, seed: int,
+                       device: torch.device | str = "cpu") -> tuple[dict, dict[str, Tensor]]:
+    """All measurements of one checkpoint: (row of :func:`checkpoint_schema` without ``step`` and
+    ``tokens_seen``, head scores ``name -> [n_layer n_heads]``).
+
+    icl_positions: (early, late), 0-based positions in the window (loss at late minus loss at
+    early, with its standard error over windows); energy_windows: the interaction energy is
+    averaged over the first this many validation windows (each costs an n x n cosine matrix per
+    depth).
+    """
+    device = torch.device(device)
+    early, late = icl_positions
+    context = probes.val.shape[1] - 1
+    if not 0 <= early < late < context:
+        raise ValueError(f"ICL positions must satisfy 0 <= early < late < context ({context}), got {icl_positions}")
+    if not 1 <= energy_windows <= len(probes.val):
+        raise ValueError(f"energy_windows ({energy_windows}) must lie in 1..{len(probes.val)} (the validation windows)")
+    val = _validation_measures(model, probes, energy_windows, device)
+    losses = val["losses"]
+    icl = losses[:, late] - losses[:, early]  # [windows]
+    row = {
+        "train_loss": float(_token_losses(model, probes.train, device).mean()),
+        "val_loss": float(losses.mean()),
+        "icl_score": float(icl.mean()),
+        "icl_score_se": float(icl.std() / len(icl) ** 0.5),
+        "kl_model_unigram": float(val["kl_model_unigram"]),
+        "kl_unigram_model": float(val["kl_unigram_model"]),
+        "unigram_direction_kl": unigram_direction(model, probes.unigram, unigram_restarts, unigram_steps, seed),
+        "ie": val["ie"].cpu().numpy(),
+        "ie_prefix": val["ie_prefix"].cpu().numpy(),
+        "loss_by_position": losses.mean(0).cpu().numpy(),
+    }
+    return row, {k: v.cpu() for k, v in head_scores(model, probes, device).items()}
+
+
+def measure_model(model_dir: str | Path, probes: Probes, icl_positions: tuple[int, int], energy_windows: int,
+                  unigram_restarts: int, unigram_steps: int, seed: int, tokens_per_step: int,
+                  device: torch.device | str = "cpu", progress: bool = True) -> tuple[dict, dict]:
+    """Every checkpoint of one model directory, in step order: (columns of :func:`checkpoint_schema`,
+    columns of :data:`HEADS_SCHEMA`; ``layer`` is 0-based)."""
+    rows, head_columns = [], {"step": [], "layer": [], "head": [], **{name: [] for name in HEAD_SCORES}}
+    steps = checkpoint_steps(model_dir)
+    log.info("%s: %d checkpoints, steps %d..%d", model_dir, len(steps), steps[0], steps[-1])
+    for step in tqdm(steps, disable=not progress, unit="checkpoint", file=sys.stderr, mininterval=5.0):
+        model = load_checkpoint(model_dir, step, device)
+        row, heads = measure_checkpoint(model, probes, icl_positions, energy_windows, unigram_restarts,
+                                        unigram_steps, seed, device)
+        rows.append({"step": step, "tokens_seen": step * tokens_per_step, **row})
+        n_layer, n_head = heads["prefix_matching"].shape
+        head_columns["step"] += [step] * (n_layer * n_head)
+        head_columns["layer"] += [b for b in range(n_layer) for _ in range(n_head)]
+        head_columns["head"] += [h for _ in range(n_layer) for h in range(n_head)]
+        for name in HEAD_SCORES:
+            head_columns[name] += heads[name].reshape(-1).tolist()
+    columns = {name: ([r[name] for r in rows] if name in ("step", "tokens_seen") else np.asarray([r[name] for r in rows]))
+               for name in rows[0]}
+    return columns, head_columns

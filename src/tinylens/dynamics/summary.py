@@ -1,0 +1,159 @@
+"""Per seed: the curves read back from the tables, and the phases found in them (metrics/dynamics.json)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tinylens.dynamics.heads import prefix_matching_score
+from tinylens.dynamics.measure import HEAD_SCORES, HEADS_SCHEMA, checkpoint_schema, depth_names
+from tinylens.dynamics.phases import critical_points, ie_kl_phases, loss_bump, phase_change_window
+from tinylens.tables import fixed_list_to_numpy, read_table
+
+#: The depth whose interaction energy is the headline curve: the token states after ``ln_f``, the
+#: last hidden state a model hands its unembedding (what "token states" means for the checkpointed
+#: model suites seed 000 measures).
+HEADLINE_DEPTH = "ln_f"
+
+#: Numbers the sources report, beside ours in the metrics JSON. Olsson et al. 2022 is not quoted in
+#: method.md: its values are approximate, as read from the paper's text and figures.
+SOURCE = {
+    "olsson_2022": {
+        "phase_change_tokens": [2.5e9, 5e9],
+        "icl_score_after_phase_change_nats": -0.4,
+        "icl_positions": [50, 500],
+        "context": 512,
+        "note": "small attention-only and MLP models; approximate values from the paper's text and figures "
+                "(not quoted in method.md). The loss curve shows a bump in the same window.",
+    },
+    "seed_000": {
+        "phases": ["1: KL(model||unigram) low, IE high (unigram learned)",
+                   "2: KL up, IE down", "3: IE up again, KL high"],
+        "note": "qualitative: no published numbers",
+    },
+}
+
+
+@dataclass(frozen=True)
+class Curves:
+    """One seed's tables as arrays, checkpoints in step order.
+
+    metrics: column -> ``[checkpoint]`` (``ie``/``ie_prefix``: ``[checkpoint depth]``,
+    ``loss_by_position``: ``[checkpoint context]``); heads: score -> ``[checkpoint layer head]``.
+    """
+
+    steps: np.ndarray
+    metrics: dict[str, np.ndarray]
+    heads: dict[str, np.ndarray]
+
+
+def load_curves(checkpoints_path: str | Path, heads_path: str | Path, n_layer: int, n_head: int,
+                context: int) -> Curves:
+    schema = checkpoint_schema(n_layer, context)
+    table = read_table(checkpoints_path, schema).sort_by("step")
+    metrics = {}
+    for name, dtype in schema.columns.items():
+        column = table.column(name)
+        metrics[name] = fixed_list_to_numpy(column) if hasattr(dtype, "list_size") else column.to_numpy()
+    steps = metrics["step"]
+    heads_table = read_table(heads_path, HEADS_SCHEMA).sort_by([("step", "ascending"), ("layer", "ascending"),
+                                                                ("head", "ascending")])
+    n = len(steps)
+    if heads_table.num_rows != n * n_layer * n_head or not np.array_equal(
+            np.unique(heads_table.column("step").to_numpy()), steps):
+        raise ValueError(f"{heads_path} does not hold {n_layer} x {n_head} heads for each of the {n} checkpoints "
+                         f"of {checkpoints_path}; rerun the rule that writes them (snakemake --forcerun dynamics_measure)")
+    heads = {name: heads_table.column(name).to_numpy().reshape(n, n_layer, n_head) for name in HEAD_SCORES}
+    return Curves(steps=steps, metrics=metrics, heads=heads)
+
+
+def uniform_prefix_matching(repeat_length: int, copies: int) -> float:
+    """The prefix-matching score of a head attending uniformly to every earlier position: the level a
+    head without any induction reaches by chance (tokens distinct within a repeat)."""
+    pos = repeat_length * copies
+    tokens = torch.arange(repeat_length).repeat(copies)[None]
+    uniform = torch.tril(torch.ones(pos, pos)) / torch.arange(1, pos + 1)[:, None]
+    return float(prefix_matching_score(uniform[None, None], tokens, repeat_length)[0])
+
+
+def seed_summary(curves: Curves, n_layer: int, tokens_per_step: int, width: float, min_swing: float,
+                 induction_threshold: float, unigram_threshold: float) -> dict:
+    """The phase-change window, the best head, the IE/KL critical points and phases of one seed."""
+    m, steps = curves.metrics, curves.steps
+    prefix = curves.heads["prefix_matching"]
+    layer, head = np.unravel_index(int(np.argmax(prefix[-1])), prefix.shape[1:])
+    best_curve = prefix[:, layer, head]
+    window = phase_change_window(steps, best_curve, m["icl_score"], width)
+    depth = depth_names(n_layer).index(HEADLINE_DEPTH)
+    ie = m["ie"][:, depth]
+    phases = ie_kl_phases(steps, ie, m["kl_model_unigram"], width, min_swing)
+    owned = [int(s) for s, kl in zip(steps, m["unigram_direction_kl"]) if kl < unigram_threshold]
+    final = -1
+    icl_final, icl_se = float(m["icl_score"][final]), float(m["icl_score_se"][final])
+    formed = bool(best_curve[final] > induction_threshold)
+    icl_significant = bool(icl_final + 2 * icl_se < 0)
+    return {
+        "final_step": int(steps[final]),
+        "checkpoints": len(steps),
+        "final": {
+            "train_loss": float(m["train_loss"][final]), "val_loss": float(m["val_loss"][final]),
+            "icl_score": icl_final, "icl_score_se": icl_se,
+            "kl_model_unigram": float(m["kl_model_unigram"][final]),
+            "kl_unigram_model": float(m["kl_unigram_model"][final]),
+            "unigram_direction_kl": float(m["unigram_direction_kl"][final]),
+            "ie_by_depth": dict(zip(depth_names(n_layer), map(float, m["ie"][final]))),
+        },
+        "best_head": {
+            "block": int(layer) + 1, "head": int(head),
+            **{name: float(curves.heads[name][final, layer, head]) for name in HEAD_SCORES},
+            "prefix_matching_max": float(best_curve.max()),
+            "prefix_matching_max_step": int(steps[int(np.argmax(best_curve))]),
+        },
+        "induction_head_formed": formed,
+        "icl_significant": icl_significant,
+        "phase_change_detected": formed and icl_significant,
+        "window": {**window, "start_tokens": window["start"] * tokens_per_step,
+                   "end_tokens": window["end"] * tokens_per_step},
+        "loss_bump": loss_bump(steps, m["val_loss"], window["start"], window["end"], width),
+        "ie_kl": {**phases, "ie_depth": HEADLINE_DEPTH},
+        "kl_unigram_model_critical_points": critical_points(steps, m["kl_unigram_model"], width, min_swing),
+        "unigram_direction_first_step": owned[0] if owned else None,
+    }
+
+
+def summarize(per_seed: dict[int, dict], original_seed: int, settings: dict) -> dict:
+    """All seeds side by side, the source numbers beside them."""
+    windows = [s["window"] for s in per_seed.values()]
+    return {
+        "original_seed": original_seed,
+        "settings": settings,
+        "headline": {
+            "seeds_with_phase_change": sum(s["phase_change_detected"] for s in per_seed.values()),
+            "seeds": len(per_seed),
+            "window_peak_steps": {str(k): s["window"]["peak"] for k, s in per_seed.items()},
+            "window_peak_step_median": float(np.median([w["peak"] for w in windows])),
+            "best_heads": {str(k): f"block {s['best_head']['block']} head {s['best_head']['head']}: "
+                                    f"prefix matching {s['best_head']['prefix_matching']:.3f}"
+                           for k, s in per_seed.items()},
+            "phases_present": {str(k): [i for i in (1, 2, 3) if s["ie_kl"][f"phase_{i}"]]
+                               for k, s in per_seed.items()},
+            "prefix_matching_uniform_baseline": uniform_prefix_matching(settings["repeat"]["length"],
+                                                                        settings["repeat"]["copies"]),
+        },
+        "seeds": {str(k): v for k, v in per_seed.items()},
+        "source": SOURCE,
+    }
+
+
+def phase_change_windows(summary: dict) -> dict[int, tuple[float, float]]:
+    """Per seed, the (start, end) steps of the phase-change window in a ``metrics/dynamics.json``
+    summary (:func:`summarize`): what other families mark on their over-training figures."""
+    try:
+        return {int(seed): (float(s["window"]["start"]), float(s["window"]["end"]))
+                for seed, s in summary["seeds"].items()}
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"not a training-dynamics summary (metrics/dynamics.json): no seeds.<N>.window.start/end "
+                         f"({error!r}); rerun the rule that writes it (snakemake --forcerun dynamics_summary)") from error

@@ -1,0 +1,187 @@
+"""The criterion ("aggregate performance", method.md §7): does a block's feed-forward output point
+at the tokens its approximation predicts?
+
+For a prompt and block ``b``:
+
+1. ``p_b``: the approximation from block ``b`` alone at its tuned threshold
+   (the summed next-token counts of the matching strings), truncated to the
+   fewest tokens holding more than 99% of its mass. Not renormalised.
+2. ``top_n``: the fewest tokens holding more than 90% of ``p_b``.
+3. Rank every token ``t`` by ``|cos(v_t, ffwd_b)|`` (``v_t`` its learned
+   subspace direction; the notebooks' choice), or by the signed cosine.
+4. The criterion holds when every ``top_n`` token ranks within the first
+   ``k = vocab // 2``.
+
+Semantics pinned as the original code has them (method.md §7, §12): both
+cut-offs are a strict ``>`` on the cumulative mass, so a prefix holding
+exactly 90% (9 of 10 counts, common with small counts) is not enough; the
+truncated distribution is not renormalised; tokens are ordered by
+decreasing count, ties by token id. Masses are compared exactly, on the
+integer counts: ``cum * den > num * total`` for a cut-off ``num / den``.
+
+Chance level two ways: the exact ``C(k, n) / C(V, n)`` for random ranks,
+averaged over the prompts' real ``n``; and a permutation null that shuffles
+which token each real cosine belongs to within each prompt.
+
+>>> prefix_length(np.array([5, 4, 1]), 0.9)  # 9/10 is not > 90%: all three
+array(3)
+>>> chance_exact(1, 65, 32)
+0.49230769230769234
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from tinylens.measures import cosine_matrix
+
+#: Subspace variants: ``end_of_model`` pairs every block with the subspaces at the input of ln_f;
+#: ``same_stage`` pairs block b with the subspaces where block b's output lands (stage b + 1).
+SUBSPACE_VARIANTS = ("end_of_model", "same_stage")
+
+
+def _fraction(mass: float) -> Fraction:
+    """The cut-off as an exact fraction: 0.9 -> 9/10 (not the binary float nearest 0.9)."""
+    return Fraction(repr(float(mass))).limit_denominator(10**9)
+
+
+def descending_order(counts: np.ndarray) -> np.ndarray:
+    """Token order by decreasing count, ties by token id: ``[... vocab]`` indices."""
+    return np.argsort(-np.asarray(counts), axis=-1, kind="stable")
+
+
+def prefix_length(counts: np.ndarray, mass: float, total: np.ndarray | None = None) -> np.ndarray:
+    """The fewest tokens (in :func:`descending_order`) whose counts sum to more than ``mass`` of
+    ``total`` (default: the counts' own sum), strictly; 0 where the total is 0.
+
+    counts: ``[... vocab]`` non-negative integers -> ``[...]`` int64.
+    """
+    counts = np.asarray(counts)
+    if not np.issubdtype(counts.dtype, np.integer):
+        raise TypeError("prefix_length works on integer counts, so the cut-off comparison is exact")
+    frac = _fraction(mass)
+    ordered = np.take_along_axis(counts.astype(np.int64), descending_order(counts), axis=-1)
+    cum = np.cumsum(ordered, axis=-1)
+    total = cum[..., -1] if total is None else np.asarray(total, dtype=np.int64)
+    # Strict: cum / total > num / den  <=>  cum * den > num * total (exact in integers).
+    over = cum * frac.denominator > frac.numerator * total[..., None]
+    n = np.argmax(over, axis=-1) + 1
+    return np.where(over.any(axis=-1), n, 0)
+
+
+def truncate(counts: np.ndarray, mass: float = 0.99) -> np.ndarray:
+    """``counts`` with every token outside the fewest holding more than ``mass`` set to 0 (kept
+    counts unchanged: the result is not renormalised)."""
+    counts = np.asarray(counts)
+    n = prefix_length(counts, mass)
+    order = descending_order(counts)
+    keep_sorted = np.arange(counts.shape[-1]) < n[..., None]
+    keep = np.zeros(counts.shape, dtype=bool)
+    np.put_along_axis(keep, order, keep_sorted, axis=-1)
+    return np.where(keep, counts, 0)
+
+
+def top_tokens(counts: np.ndarray, truncate_mass: float = 0.99, top_mass: float = 0.9) -> np.ndarray:
+    """Mask ``[... vocab]`` of the ``top_n`` tokens: the fewest holding more than ``top_mass`` of the
+    distribution truncated at ``truncate_mass``, not renormalised (the mass is relative to the
+    untruncated total)."""
+    counts = np.asarray(counts)
+    truncated = truncate(counts, truncate_mass)
+    n = prefix_length(truncated, top_mass, total=counts.sum(axis=-1))
+    order = descending_order(truncated)
+    mask = np.zeros(counts.shape, dtype=bool)
+    np.put_along_axis(mask, order, np.arange(counts.shape[-1]) < n[..., None], axis=-1)
+    return mask
+
+
+def ranks(scores: np.ndarray) -> np.ndarray:
+    """Rank of every token by decreasing score, 0 = highest, ties by token id: ``[... vocab]``."""
+    order = descending_order(scores)
+    out = np.empty_like(order)
+    np.put_along_axis(out, order, np.broadcast_to(np.arange(scores.shape[-1]), order.shape), axis=-1)
+    return out
+
+
+def holds(top: np.ndarray, rank: np.ndarray, k: int) -> np.ndarray:
+    """The criterion: every top token ranks within the first ``k``. ``[... vocab]`` -> ``[...]``.
+    A prompt with no top token (an empty approximation) never holds; callers leave it out."""
+    return top.any(axis=-1) & np.all(~top | (rank < k), axis=-1)
+
+
+def subspace_scores(ffwd: np.ndarray, directions: np.ndarray, signed: bool) -> np.ndarray:
+    """``cos(v_t, ffwd)`` for every prompt and token: ``[prompt vocab]``; ``|cos|`` unless ``signed``."""
+    cos = cosine_matrix(ffwd, directions)
+    return cos if signed else np.abs(cos)
+
+
+def chance_exact(n: int, vocab: int, k: int) -> float:
+    """P(all ``n`` top tokens rank within the first ``k`` of ``vocab``) under uniformly random ranks:
+    ``C(k, n) / C(vocab, n)``."""
+    return math.comb(k, n) / math.comb(vocab, n)
+
+
+def permutation_null(top: np.ndarray, rank: np.ndarray, k: int, permutations: int, seed: int,
+                     chunk: int = 16) -> np.ndarray:
+    """Share of prompts meeting the criterion when, within each prompt, the real cosines are
+    shuffled over the tokens: ``[permutations]``.
+
+    Shuffling which token each cosine belongs to gives token ``t`` the rank that token ``perm[t]``
+    has, so a permuted rank is a gather of the real ranks. top, rank: ``[prompt vocab]``.
+    """
+    rng = np.random.default_rng(seed)
+    n_prompts, vocab = top.shape
+    shares = np.empty(permutations)
+    for lo in range(0, permutations, chunk):
+        m = min(chunk, permutations - lo)
+        perm = np.argsort(rng.random((m, n_prompts, vocab)), axis=-1)  # an independent permutation per prompt
+        permuted = np.take_along_axis(np.broadcast_to(rank, (m, n_prompts, vocab)), perm, axis=-1)
+        shares[lo : lo + m] = holds(top[None], permuted, k).mean(axis=-1) if n_prompts else np.nan
+    return shares
+
+
+def evaluate_block(counts: np.ndarray, ffwd: np.ndarray, directions: np.ndarray, k: int, truncate_mass: float,
+                   top_mass: float) -> dict[str, np.ndarray]:
+    """The criterion for one block and one set of subspaces, per prompt.
+
+    counts: ``[prompt vocab]`` the block-alone approximation (integer counts); ffwd: ``[prompt d_model]``;
+    directions: ``[vocab d_model]``. Returns ``empty``, ``top`` (mask), ``top_n``, ``rank_abs``,
+    ``rank_signed``, ``holds_abs``, ``holds_signed``.
+    """
+    top = top_tokens(counts, truncate_mass, top_mass)
+    out = {"empty": np.asarray(counts).sum(axis=-1) == 0, "top": top, "top_n": top.sum(axis=-1)}
+    for name, signed in (("abs", False), ("signed", True)):
+        rank = ranks(subspace_scores(ffwd, directions, signed))
+        out[f"rank_{name}"] = rank
+        out[f"holds_{name}"] = holds(top, rank, k)
+    return out
+
+
+def summarize_block(result: dict[str, np.ndarray], vocab: int, k: int, permutations: int, seed: int) -> dict:
+    """Rates over the non-empty prompts, in percent, with the chance level both ways."""
+    use = ~result["empty"]
+    n = result["top_n"][use]
+    out = {"prompts": int(len(use)), "empty": int((~use).sum()), "used": int(use.sum())}
+    if not use.any():
+        return out
+    out["top_n"] = {"mean": round(float(n.mean()), 4),
+                    "counts": {str(int(v)): int(c) for v, c in zip(*np.unique(n, return_counts=True))}}
+    out["chance_exact"] = round(100 * float(np.mean([chance_exact(int(x), vocab, k) for x in n])), 4)
+    for name in ("abs", "signed"):
+        out[f"rate_{name}"] = round(100 * float(result[f"holds_{name}"][use].mean()), 4)
+        null = permutation_null(result["top"][use], result[f"rank_{name}"][use], k, permutations, seed)
+        out[f"permutation_null_{name}"] = {"mean": round(100 * float(null.mean()), 4),
+                                           "std": round(100 * float(null.std()), 4)}
+    return out
+
+
+def stage_for(block: int, variant: str, n_layer: int, stages) -> int | None:
+    """The stage whose subspaces rank block ``block``'s feed-forward output, or None where that
+    stage was not learned: ``end_of_model`` -> the input of ln_f; ``same_stage`` -> stage
+    ``block + 1`` (where block ``block``'s output lands)."""
+    if variant not in SUBSPACE_VARIANTS:
+        raise ValueError(f"unknown subspace variant {variant!r}; choose from {SUBSPACE_VARIANTS}")
+    stage = n_layer if variant == "end_of_model" else block + 1
+    return stage if stage in set(stages) else None

@@ -1,0 +1,202 @@
+"""This family's figures, one function each; blocks are numbered from 1 here, as in the paper."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from tinylens.plots import MODE_TITLES, plt, save_figure
+
+VARIANT_LABELS = {"drop_sa": "drop attention (x + ffwd)", "drop_ffwd": "drop feed-forward (x + sa)"}
+CONTEXT_TITLES = {"full": "full context (ours: edit every position, run on)",
+                  "one_token": "one-token continuation (the paper's code)"}
+SHOW = {"\n": "\\n", " ": "␣"}
+
+
+def plot_ablation(ablation: Mapping, out: str | Path) -> None:
+    """Mean Hellinger per block for both variants, one panel per context; error bars span the seeds'
+    means (min to max); the paper's table as crosses. ``ablation``: the metrics' ablation section."""
+    modes = ablation["modes"]
+    contexts = [c for c in ("full", "one_token") if any(c in m for m in modes.values())]
+    fig, axes = plt.subplots(1, len(contexts), figsize=(6.2 * len(contexts), 4.3), sharey=True, squeeze=False)
+    for ax, context in zip(axes[0], contexts):
+        for i, (mode, style) in enumerate(zip(modes, ("-", "--"))):
+            for j, variant in enumerate(("drop_sa", "drop_ffwd")):
+                entry = modes[mode][context][variant]
+                mean = np.asarray(entry["mean"])
+                blocks = np.arange(1, len(mean) + 1) + (i - 0.5) * 0.08
+                err = [mean - np.asarray(entry["seed_min"]), np.asarray(entry["seed_max"]) - mean]
+                ax.errorbar(blocks, mean, yerr=err, ls=style, marker="o", ms=4, capsize=3, color=f"C{j}",
+                            label=f"{VARIANT_LABELS[variant]}, {mode} prompts")
+        for j, variant in enumerate(("drop_sa", "drop_ffwd")):
+            paper = ablation["paper"][variant]
+            ax.plot([int(b) + 1 for b in paper], list(paper.values()), "x", color=f"C{j}", ms=9, mew=2,
+                    label=f"paper, {variant.replace('_', ' ')}" if context == "one_token" else None)
+        ax.set(title=CONTEXT_TITLES[context], xlabel="block whose term is dropped",
+               xticks=range(1, len(mean) + 1))
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    axes[0][0].set_ylabel("mean Hellinger distance to the unmodified model")
+    save_figure(fig, out)
+
+
+def plot_final_layernorm(scaling: Mapping[str, np.ndarray], noise: Mapping[str, np.ndarray], out: str | Path) -> None:
+    """Left: the largest deviations when the last block's output is scaled, measured and predicted by
+    eps. Right: post-LayerNorm norm ratio against the input cosine, per noise level."""
+    fig, (ax_s, ax_n) = plt.subplots(1, 2, figsize=(12.5, 4.4))
+    factors = np.unique(scaling["factor"])
+    x = np.arange(len(factors))
+    tiny = 1e-18  # a zero deviation still shows on the log axis
+    bars = [("max_abs_deviation", "measured max |ln_f(cx) - ln_f(x)|"),
+            ("eps_predicted_deviation", "predicted by the eps term alone"),
+            ("residual_deviation", "measured minus predicted (rounding)"),
+            ("hellinger", "max Hellinger of the distributions")]
+    for i, (key, label) in enumerate(bars):
+        values = [max(float(scaling[key][scaling["factor"] == f].max()), tiny) for f in factors]
+        ax_s.bar(x + (i - 1.5) * 0.2, values, 0.2, label=label)
+    ax_s.set(yscale="log", xticks=x, xticklabels=[f"c = {f:g}" for f in factors],
+             title="Scaling the last block's output by c", ylabel="largest over the evaluation prompts")
+    ax_s.legend(fontsize=7)
+    ax_s.grid(alpha=0.3, axis="y")
+    for i, level in enumerate(np.unique(noise["noise_level"])):
+        sel = noise["noise_level"] == level
+        ax_n.scatter(noise["input_cosine"][sel], noise["output_norm_ratio"][sel], s=4, alpha=0.4, color=f"C{i}",
+                     label=f"|noise| = {level:g} |x|: mean H {noise['hellinger'][sel].mean():.3f}")
+    ax_n.axhline(1.0, color="grey", lw=0.8)
+    ax_n.set(xlabel="cos(x, x + noise), x = input of ln_f", ylabel="|ln_f(x + noise)| / |ln_f(x)|",
+             title="Noise: the output norm follows the direction, not the input norm")
+    ax_n.legend(fontsize=7, markerscale=3)
+    ax_n.grid(alpha=0.3)
+    save_figure(fig, out)
+
+
+def plot_ffwd_endpoint(tables: Mapping[str, Mapping[str, np.ndarray]], out: str | Path) -> None:
+    """Histograms over the evaluation prompts of cos(f, x_7), |f| / |x_7| and H(unembed(f), model)."""
+    panels = [("cosine", "cos(x_1 + sum ffwd, x_7)"), ("norm_ratio", "|x_1 + sum ffwd| / |x_7|"),
+              ("hellinger", "H(unembedded ffwd-only sum, model)")]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for ax, (key, label) in zip(axes, panels):
+        bins = np.histogram_bin_edges(np.concatenate([np.asarray(c[key]) for c in tables.values()]), bins=40)
+        for i, (mode, cols) in enumerate(tables.items()):
+            v = np.asarray(cols[key])
+            ax.hist(v, bins=bins, histtype="stepfilled" if i == 0 else "step", alpha=0.5 if i == 0 else 1.0, lw=1.5,
+                    color=f"C{i}", label=f"{MODE_TITLES.get(mode, mode)}: mean {v.mean():.3f}")
+        ax.set(xlabel=label)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("prompts")
+    save_figure(fig, out)
+
+
+def _draw_path(ax, path: Mapping, colors: Mapping[str, str]) -> None:
+    points = np.asarray(path["points"])
+    for i, label in enumerate(path["labels"]):
+        kind = label.split("_")[0]
+        start, end = points[i], points[i + 1]
+        ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "color": colors[kind], "lw": 1.4,
+                                                          "shrinkA": 0, "shrinkB": 0})
+        if np.linalg.norm(end - start) > 0.04 * np.abs(points).max():
+            ax.text(*(start + end) / 2, label, fontsize=6, color=colors[kind])
+    ax.plot(*points[-1], "o", color="black", ms=4)
+    ax.annotate("", xy=points[-1], xytext=points[0], arrowprops={"arrowstyle": "-|>", "color": "grey", "lw": 1,
+                                                                  "ls": "--", "shrinkA": 0, "shrinkB": 0})
+
+
+def plot_vector_sums(paths: Sequence[Mapping], out: str | Path) -> None:
+    """Per case-study prompt: the full tip-to-tail path and the feed-forward-only path, to scale."""
+    colors = {"x": "black", "sa": "C1", "ffwd": "C0"}
+    fig, axes = plt.subplots(len(paths), 2, figsize=(11, 4.6 * len(paths)), squeeze=False)
+    for (ax_full, ax_ffwd), case in zip(axes, paths):
+        _draw_path(ax_full, case["full"], colors)
+        _draw_path(ax_ffwd, case["ffwd_only"], colors)
+        every = np.vstack([case["full"]["points"], case["ffwd_only"]["points"]])
+        lo, hi = every.min(0), every.max(0)
+        pad = 0.08 * (hi - lo).max()
+        for ax in (ax_full, ax_ffwd):
+            ax.set(xlim=(lo[0] - pad, hi[0] + pad), ylim=(lo[1] - pad, hi[1] + pad), aspect="equal")
+            ax.grid(alpha=0.3)
+        ax_full.set_title(f"{case['prompt']!r}: x_1, sa_1, ffwd_1, ..., ffwd_6 -> x_7 (|x_7| = {case['final_norm']:.2f})",
+                          fontsize=9)
+        ax_ffwd.set_title(f"feed-forward only: x_1 + sum ffwd (norm {case['ffwd_only_norm']:.2f}); "
+                          f"true angle to x_7: {case['endpoint_angle_degrees']:.1f}°", fontsize=9)
+    save_figure(fig, out)
+
+
+def plot_token_subspaces(stages: Mapping[int, Mapping[str, np.ndarray]], mixtures: Sequence[Mapping],
+                         vocab: str, n_layer: int, out: str | Path, top: int = 4) -> None:
+    """Left: sigma_1/sigma_2 per token at each stage ('a' marked). Middle: p(token | its direction at
+    the samples' median norm). Right: the distributions of two-token sums at the input of ln_f."""
+    fig, (ax_r, ax_p, ax_m) = plt.subplots(1, 3, figsize=(16, 4.6), gridspec_kw={"width_ratios": [1, 1, 1.3]})
+    names = [("input of ln_f" if s == n_layer else f"input of block {s + 1}") for s in stages]
+    rng = np.random.default_rng(0)
+    for i, cols in enumerate(stages.values()):
+        ratio = np.asarray(cols["sigma_ratio"], dtype=float)
+        finite = np.isfinite(ratio)
+        jitter = i + rng.uniform(-0.15, 0.15, len(ratio))
+        ax_r.scatter(jitter[finite], ratio[finite], s=8, alpha=0.6, color=f"C{i}")
+        a = list(cols["token"]).index("a") if "a" in list(cols["token"]) else None
+        if a is not None and finite[a]:
+            ax_r.plot(i, ratio[a], "k*", ms=10, label="'a'" if i == 0 else None)
+        p_self = np.asarray(cols["self_probability"], dtype=float)
+        ax_p.scatter(i + rng.uniform(-0.15, 0.15, len(p_self)), p_self, s=8, alpha=0.6, color=f"C{i}")
+        reached = int(np.sum(cols["reached"]))
+        ax_p.text(i, -0.08, f"{reached}/{len(p_self)} reached", ha="center", fontsize=7)
+    ax_r.axhline(6, color="grey", ls=":", label="paper: sigma_1 > 6 sigma_2 for 'a' (input of ln_f)")
+    ax_r.set(xticks=range(len(names)), xticklabels=names, ylabel="sigma_1 / sigma_2 (uncentred)", yscale="log",
+             title="How one-dimensional each token's samples are")
+    ax_r.legend(fontsize=7)
+    ax_p.set(xticks=range(len(names)), xticklabels=names, ylabel="p(token | v_t at the median norm)",
+             ylim=(-0.12, 1.02), title="The first singular vector alone")
+    for ax in (ax_r, ax_p):
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(alpha=0.3)
+    end = [m for m in mixtures if int(m["stage"]) == n_layer]
+    width = 0.8 / max(len(end), 1)
+    for i, m in enumerate(end):
+        dist = np.asarray(m["distribution"])
+        order = np.argsort(-dist)[:top]
+        ax_m.bar(np.arange(top) + i * width, dist[order], width, color=f"C{i}",
+                 label=f"v_{SHOW.get(m['token_a'], m['token_a'])} + v_{SHOW.get(m['token_b'], m['token_b'])}")
+        for j, t in enumerate(order):
+            if dist[t] >= 0.01:  # label the bars one can see
+                ax_m.text(j + i * width, dist[t] + 0.01, SHOW.get(vocab[t], vocab[t]), ha="center", fontsize=7)
+    ax_m.set(xticks=np.arange(top) + 0.4 - width / 2, xticklabels=[f"#{j + 1}" for j in range(top)],
+             ylabel="probability", title="Sums of two tokens' directions (input of ln_f): most likely tokens")
+    ax_m.legend(fontsize=7)
+    save_figure(fig, out)
+
+
+def plot_criterion(criterion: Mapping, out: str | Path) -> None:
+    """Share of prompts meeting the criterion per block, both subspace variants, the chance levels
+    and the paper's rates; one panel per mode. ``criterion``: the metrics' criterion section."""
+    modes = criterion["comparison"]
+    fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes), 4.4), sharey=True, squeeze=False)
+    for ax, (mode, rows) in zip(axes[0], modes.items()):
+        rows = sorted(rows, key=lambda r: r["block"])
+        blocks = np.array([r["block"] for r in rows])
+        for j, variant in enumerate(("end_of_model", "same_stage")):
+            have = [r for r in rows if f"{variant}_abs" in r]
+            if not have:
+                continue
+            b = [r["block"] for r in have]
+            ax.plot(b, [r[f"{variant}_abs"] for r in have], "o-", color=f"C{j}", label=f"{variant.replace('_', ' ')}, |cos|")
+            ax.plot(b, [r[f"{variant}_signed"] for r in have], "o:", color=f"C{j}", alpha=0.7,
+                    label=f"{variant.replace('_', ' ')}, signed cos")
+            paper = [(r["block"], r[f"paper_{variant}"]) for r in rows if r.get(f"paper_{variant}") is not None]
+            if paper:
+                ax.plot(*zip(*paper), "x", color=f"C{j}", ms=9, mew=2, label=f"paper, {variant.replace('_', ' ')}")
+        have = [r for r in rows if "end_of_model_chance_exact" in r]
+        ax.plot([r["block"] for r in have], [r["end_of_model_chance_exact"] for r in have], "s--", color="grey",
+                ms=4, label="chance, C(k,n)/C(V,n)")
+        ax.errorbar([r["block"] for r in have], [r["end_of_model_permutation_null_abs"] for r in have],
+                    yerr=[r["end_of_model_permutation_null_abs_std"] for r in have], fmt="^", color="black", ms=4,
+                    capsize=3, label="permutation null (mean ± std)")
+        lo, hi = criterion["paper"]["chance_percent"]
+        ax.axhspan(lo, hi, color="grey", alpha=0.15, label="paper's chance (KDE draws)")
+        ax.set(title=MODE_TITLES.get(mode, mode), xlabel="block", xticks=blocks, ylim=(0, 100))
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    axes[0][0].set_ylabel("prompts meeting the criterion (%)")
+    save_figure(fig, out)

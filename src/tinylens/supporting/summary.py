@@ -1,0 +1,200 @@
+"""The family's metrics JSON: every headline number of ours beside the paper's (method.md §7)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from tinylens.approx import describe
+from tinylens.supporting import published
+
+
+def ablation_section(summary: Mapping, n_blocks: int) -> dict:
+    """``summary``: :func:`summarize_ablation`. Adds, per mode, a per-block table
+    with the paper's means beside ours (mean over seeds; the paper's table is the one-token variant)."""
+    comparison = {}
+    for mode, contexts in summary.items():
+        rows = []
+        for b in range(n_blocks):
+            row = {"block": b + 1}
+            for variant in ("drop_sa", "drop_ffwd"):
+                row[f"paper_{variant}"] = published.ABLATION[variant].get(b)
+                for context, variants in contexts.items():
+                    entry = variants[variant]
+                    row[f"{context}_{variant}"] = entry["mean"][b]
+                    row[f"{context}_{variant}_seed_range"] = [entry["seed_min"][b], entry["seed_max"][b]]
+            rows.append(row)
+        comparison[mode] = rows
+    return {"paper": {v: {str(b): x for b, x in d.items()} for v, d in published.ABLATION.items()},
+            "paper_context": published.ABLATION_CONTEXT, "comparison": comparison, "modes": dict(summary)}
+
+
+def criterion_section(per_mode: Mapping[str, Mapping], n_blocks: int) -> dict:
+    """``per_mode``: the criterion rule's summaries. Adds per mode a per-block table (blocks from the
+    last, as the paper lists them) with the paper's rates beside ours, and the chance levels."""
+    comparison = {}
+    for mode, s in per_mode.items():
+        rows = []
+        for b in reversed(range(n_blocks)):
+            entry = s["blocks"][str(b)]
+            row = {"block": b + 1, "paper_end_of_model": published.CRITERION_END_OF_MODEL.get(b),
+                   "paper_same_stage": published.CRITERION_SAME_STAGE.get(b)}
+            for variant in ("end_of_model", "same_stage"):
+                e = entry.get(variant)
+                if e is None or "rate_abs" not in e:
+                    continue
+                row[f"{variant}_abs"] = e["rate_abs"]
+                row[f"{variant}_signed"] = e["rate_signed"]
+                row[f"{variant}_chance_exact"] = e["chance_exact"]
+                row[f"{variant}_permutation_null_abs"] = e["permutation_null_abs"]["mean"]
+                row[f"{variant}_permutation_null_abs_std"] = e["permutation_null_abs"]["std"]
+                row[f"{variant}_used"] = e["used"]
+                row[f"{variant}_empty"] = e["empty"]
+            rows.append(row)
+        comparison[mode] = rows
+    return {"paper": {"end_of_model": {str(b): x for b, x in published.CRITERION_END_OF_MODEL.items()},
+                      "same_stage": {str(b): x for b, x in published.CRITERION_SAME_STAGE.items()},
+                      "chance_percent": list(published.CRITERION_CHANCE_PERCENT)},
+            "comparison": comparison, "modes": dict(per_mode)}
+
+
+def subspace_section(per_stage: Mapping[int, Mapping], n_layer: int) -> dict:
+    """``per_stage``: :func:`summarize_stage` by stage. Adds the paper's
+    check (sigma_1 > 6 sigma_2 for 'a' at the input of ln_f) beside ours."""
+    end = per_stage.get(n_layer, {})
+    token = published.SUBSPACE_SIGMA_RATIO["token"]
+    ours = end.get("by_token", {}).get(token, {})
+    return {
+        "paper": {**published.SUBSPACE_SIGMA_RATIO, "not_reached": published.SUBSPACE_NOT_REACHED},
+        "a_at_ln_f_input": {"sigma_ratio": ours.get("sigma_ratio"), "sigma_ratio_centred": ours.get("sigma_ratio_centred"),
+                            "self_probability": ours.get("self_probability")},
+        "stages": {str(s): dict(v) for s, v in per_stage.items()},
+    }
+
+
+def headline(ablation: Mapping, criterion: Mapping, subspaces: Mapping, scaling: Mapping, endpoint: Mapping,
+             stages: Sequence[int], mode: str = "corpus") -> dict[str, float | None]:
+    """A flat table of the few numbers to look at first (the paper's prompt mode)."""
+    out: dict[str, float | None] = {}
+    for row in ablation["comparison"].get(mode, []):
+        for key in ("one_token_drop_sa", "one_token_drop_ffwd", "full_drop_sa", "full_drop_ffwd"):
+            out[f"ablation_{key}_block{row['block']}"] = row.get(key)
+    for row in criterion["comparison"].get(mode, []):
+        for key in ("end_of_model_abs", "same_stage_abs", "end_of_model_chance_exact",
+                    "end_of_model_permutation_null_abs"):
+            if key in row:
+                out[f"criterion_{key}_block{row['block']}"] = row[key]
+    out["subspace_a_sigma_ratio"] = subspaces["a_at_ln_f_input"]["sigma_ratio"]
+    for s in stages:
+        stage = subspaces["stages"][str(s)]
+        out[f"subspace_stage{s}_sigma_ratio_median"] = stage["sigma_ratio"]["median"]
+        out[f"subspace_stage{s}_tokens_reached"] = stage["tokens_reached"]
+    for factor, entry in scaling.get(mode, {}).items():
+        out[f"layernorm_x{factor}_max_hellinger"] = entry["max_hellinger"]
+    for key in ("cosine", "norm_ratio", "hellinger"):
+        out[f"ffwd_endpoint_{key}_mean"] = endpoint.get(mode, {}).get(key, {}).get("mean")
+    return out
+
+
+def summarize_ablation(tables: Mapping[int, Mapping[str, np.ndarray]]) -> dict:
+    """Mean and std per block of every (mode, context, variant), per seed and over seeds.
+
+    tables: seed -> columns of one seed's ablation table (``hellinger`` as ``[rows block]``).
+    Returns ``{mode: {context: {variant: {"per_seed": {seed: {"mean": [...], "std": [...]}},
+    "mean": [...], "seed_std": [...], "seed_min": [...], "seed_max": [...]}}}}`` (lists by block).
+    """
+    out: dict = {}
+    for seed, t in tables.items():
+        mode, context, variant = (np.asarray(t[k]) for k in ("mode", "context", "variant"))
+        h = np.asarray(t["hellinger"], dtype=np.float64)
+        for key in sorted(set(zip(mode, context, variant))):
+            sel = (mode == key[0]) & (context == key[1]) & (variant == key[2])
+            entry = out.setdefault(key[0], {}).setdefault(key[1], {}).setdefault(key[2], {"per_seed": {}})
+            entry["per_seed"][str(seed)] = {"mean": _r(h[sel].mean(0)), "std": _r(h[sel].std(0)),
+                                            "n_prompts": int(sel.sum())}
+    for contexts in out.values():
+        for variants in contexts.values():
+            for entry in variants.values():
+                means = np.array([s["mean"] for s in entry["per_seed"].values()])  # [seeds block]
+                entry.update(mean=_r(means.mean(0)), seed_std=_r(means.std(0)), seed_min=_r(means.min(0)),
+                             seed_max=_r(means.max(0)))
+    return out
+
+
+def _r(values) -> list[float]:
+    return [round(float(v), 6) for v in np.atleast_1d(values)]
+
+
+def summarize_scaling(cols: dict[str, np.ndarray]) -> dict:
+    """Per factor: the largest deviations over the prompts, and the mean output norms (the paper's check)."""
+    out = {}
+    for c in np.unique(cols["factor"]):
+        sel = cols["factor"] == c
+        out[f"{c:g}"] = {
+            "n_prompts": int(sel.sum()),
+            "max_norm_deviation": float(np.abs(cols["output_norm_scaled"][sel] - cols["output_norm"][sel]).max()),
+            "max_abs_deviation": float(cols["max_abs_deviation"][sel].max()),
+            "max_eps_predicted_deviation": float(cols["eps_predicted_deviation"][sel].max()),
+            "max_residual_deviation": float(cols["residual_deviation"][sel].max()),
+            "max_hellinger": float(cols["hellinger"][sel].max()),
+            "mean_output_norm": round(float(cols["output_norm"][sel].mean()), 6),
+            "mean_output_norm_scaled": round(float(cols["output_norm_scaled"][sel].mean()), 6),
+        }
+    return out
+
+
+def summarize_noise(cols: dict[str, np.ndarray]) -> dict:
+    """Per noise level: mean (and spread) of the input cosine, the post-LayerNorm norm ratio and H."""
+    out = {}
+    for level in np.unique(cols["noise_level"]):
+        sel = cols["noise_level"] == level
+        entry = {"n_prompts": int(sel.sum())}
+        for k in ("input_cosine", "input_norm_ratio", "output_norm_ratio", "output_cosine", "hellinger"):
+            v = cols[k][sel]
+            entry[k] = {"mean": round(float(v.mean()), 6), "std": round(float(v.std()), 6),
+                        "min": round(float(v.min()), 6), "max": round(float(v.max()), 6)}
+        out[f"{level:g}"] = entry
+    return out
+
+
+def summarize_endpoint(cols: dict[str, np.ndarray]) -> dict:
+    """Mean, std and quartiles of each endpoint statistic."""
+    return {k: describe(cols[k]) for k in ("cosine", "norm_ratio", "hellinger")}
+
+
+def summarize_stage(cols: dict, target_nll: float, samples: int) -> dict:
+    """How many tokens and samples reached the target, and the spread of the sigma ratios and of
+    the self-probabilities over tokens, for one stage."""
+    ratio = np.asarray(cols["sigma_ratio"], dtype=np.float64)
+    centred = np.asarray(cols["sigma_ratio_centred"], dtype=np.float64)
+    p_self = np.asarray(cols["self_probability"], dtype=np.float64)
+    tokens = list(cols["token"])
+
+    def spread(v):
+        finite = v[np.isfinite(v)]
+        q = np.percentile(finite, [0, 25, 50, 75, 100]) if len(finite) else [np.nan] * 5
+        return {"min": _f(q[0]), "q25": _f(q[1]), "median": _f(q[2]), "q75": _f(q[3]), "max": _f(q[4]),
+                "infinite": int((~np.isfinite(v)).sum())}
+
+    return {
+        "tokens": len(tokens),
+        "samples_per_token": samples,
+        "target_nll": target_nll,
+        "tokens_reached": int(np.sum(cols["reached"])),
+        "tokens_not_reached": [t for t, r in zip(tokens, cols["reached"]) if not r],
+        "samples_reached": int(np.sum(cols["samples_reached"])),
+        "sigma_ratio": spread(ratio),
+        "sigma_ratio_centred": spread(centred),
+        "sigma_ratio_above_6": int(np.sum(ratio > 6)),
+        "self_probability": {**spread(p_self), "above_0.9": int(np.sum(p_self > 0.9)),
+                             "above_0.99": int(np.sum(p_self > 0.99))},
+        "by_token": {t: {"sigma_ratio": _f(r), "sigma_ratio_centred": _f(c), "self_probability": _f(p)}
+                     for t, r, c, p in zip(tokens, ratio, centred, p_self)},
+    }
+
+
+def _f(x) -> float | None:
+    """JSON-safe float: None for inf/NaN."""
+    x = float(x)
+    return round(x, 6) if np.isfinite(x) else None

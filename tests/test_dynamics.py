@@ -1,0 +1,331 @@
+"""Training dynamics (method.md §8): known values of every quantity on hand-built cases."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from tinylens import measures
+from tinylens.dynamics.energy import interaction_energies, interaction_energy, prefix_interaction_energy
+from tinylens.dynamics.heads import (
+    attended_tokens,
+    copying_score_eigen,
+    copying_score_logits,
+    detection_score,
+    duplicate_token_pattern,
+    prefix_matching_pattern,
+    prefix_matching_score,
+    previous_token_pattern,
+)
+from tinylens.dynamics.measure import _validation_measures, measure_checkpoint, unigram_direction
+from tinylens.dynamics.phases import (
+    critical_points,
+    ie_kl_phases,
+    log_position_derivative,
+    loss_bump,
+    phase_change_window,
+    smooth,
+    zigzag,
+)
+from tinylens.dynamics.probes import make_probes, repeat_candidates, repeated_sequences, windows
+from tinylens.dynamics.summary import uniform_prefix_matching
+from tinylens.model import ModelConfig, Transformer
+
+E = math.e
+
+
+# --- interaction energy ---------------------------------------------------------------------------
+
+def test_energy_of_identical_vectors_is_e():
+    states = torch.tensor([1.0, -2.0, 0.5]).repeat(7, 1)
+    assert float(interaction_energy(states)) == pytest.approx(E, abs=1e-12)
+    assert float(prefix_interaction_energy(states)) == pytest.approx(E, abs=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 5, 16])
+def test_energy_of_orthonormal_vectors(n):
+    states = torch.linalg.qr(torch.randn(16, 16, generator=torch.Generator().manual_seed(n), dtype=torch.float64))[0][:n]
+    assert float(interaction_energy(states)) == pytest.approx((E + n - 1) / n, abs=1e-10)
+    # every prefix of t orthonormal states has (e + t - 1)/t; the check averages t = 2..n
+    expected = np.mean([(E + t - 1) / t for t in range(2, n + 1)])
+    assert float(prefix_interaction_energy(states)) == pytest.approx(expected, abs=1e-10)
+
+
+def test_energy_ignores_positive_rescaling_and_is_batched():
+    g = torch.Generator().manual_seed(0)
+    states = torch.randn(3, 4, 9, 8, generator=g, dtype=torch.float64)  # [depth batch n d]
+    scales = torch.rand(3, 4, 9, 1, generator=g, dtype=torch.float64) * 100 + 0.01
+    whole, prefix = interaction_energies(states)
+    assert whole.shape == prefix.shape == (3, 4)
+    torch.testing.assert_close(interaction_energy(states * scales), whole, rtol=1e-12, atol=0)
+    torch.testing.assert_close(prefix_interaction_energy(states * scales), prefix, rtol=1e-12, atol=0)
+    # the definition, term by term, for one sequence
+    x = states[1, 2]
+    brute = np.mean([[math.exp(float(measures.cosine(x[i], x[j]))) for j in range(9)] for i in range(9)])
+    assert float(whole[1, 2]) == pytest.approx(brute, rel=1e-12)
+    brute_prefix = np.mean([np.mean([[math.exp(float(measures.cosine(x[i], x[j]))) for j in range(t)]
+                                     for i in range(t)]) for t in range(2, 10)])
+    assert float(prefix[1, 2]) == pytest.approx(brute_prefix, rel=1e-12)
+    # a negative factor flips a state, which changes the energy
+    flipped = states.clone()
+    flipped[1, 2, 0] *= -1
+    assert float(interaction_energy(flipped)[1, 2]) != pytest.approx(float(whole[1, 2]), rel=1e-6)
+
+
+# --- head scores ------------------------------------------------------------------------------------
+
+TOKENS = torch.tensor([[0, 1, 2, 0, 1, 2]])
+
+
+def test_detection_patterns_by_hand():
+    assert previous_token_pattern(4).tolist() == [[0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]]
+    dup = duplicate_token_pattern(torch.tensor([[5, 6, 5, 5]]))[0]
+    assert dup.tolist() == [[0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0], [1, 0, 1, 0]]
+    pm = prefix_matching_pattern(torch.tensor([[5, 6, 5, 5]]))[0]
+    # query 2 (token 5): earlier 5 at j=0 -> key 1; query 3: 5 at j=0 and j=2 -> keys 1 and 3
+    assert pm.tolist() == [[0, 0, 0, 0], [0, 0, 0, 0], [0, 1, 0, 0], [0, 1, 0, 1]]
+
+
+def test_prefix_matching_score_of_hand_built_patterns():
+    pos = 6
+    induction = torch.zeros(1, 1, pos, pos)
+    for i in range(pos):
+        induction[0, 0, i, max(i - 2, 0) if i >= 3 else 0] = 1.0  # query i -> key i - 3 + 1
+    assert float(prefix_matching_score(induction, TOKENS, 3)[0]) == pytest.approx(1.0)
+    uniform = (torch.tril(torch.ones(pos, pos)) / torch.arange(1, pos + 1)[:, None])[None, None]
+    # queries 3, 4, 5 of repeat 2 each have one target among 4, 5, 6 visible keys
+    assert float(prefix_matching_score(uniform, TOKENS, 3)[0]) == pytest.approx((1 / 4 + 1 / 5 + 1 / 6) / 3)
+    assert uniform_prefix_matching(3, 2) == pytest.approx((1 / 4 + 1 / 5 + 1 / 6) / 3)
+    previous = torch.zeros(1, 1, pos, pos)
+    previous[0, 0, 0, 0] = 1
+    for i in range(1, pos):
+        previous[0, 0, i, i - 1] = 1
+    assert float(prefix_matching_score(previous, TOKENS, 3)[0]) == 0.0
+    # TransformerLens "mul": sum(A * D) / sum(A) over all rows: row 0 has no previous token
+    assert float(detection_score(previous, previous_token_pattern(pos))[0]) == pytest.approx(5 / 6)
+    two_heads = torch.cat([induction, uniform], dim=1)
+    torch.testing.assert_close(prefix_matching_score(two_heads, TOKENS, 3).float(),
+                               torch.tensor([1.0, (1 / 4 + 1 / 5 + 1 / 6) / 3]))
+
+
+def test_copying_eigen_score_of_identity_and_negation():
+    d = 5
+    eye = torch.eye(d)
+    W_V, W_O = eye[None], eye[None]
+    assert float(copying_score_eigen(eye, W_V, W_O, eye)[0]) == pytest.approx(1.0)
+    assert float(copying_score_eigen(eye, W_V, -W_O, eye)[0]) == pytest.approx(-1.0)
+    # a rotation by 90 degrees in a plane: eigenvalues +-i, no copying
+    rot = torch.eye(2)[[1, 0]] * torch.tensor([[1.0], [-1.0]])
+    assert float(copying_score_eigen(torch.eye(2), rot[None], torch.eye(2)[None], torch.eye(2))[0]) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_copying_eigen_score_equals_the_full_vocab_circuit():
+    g = torch.Generator().manual_seed(3)
+    V, d, h, dh = 11, 8, 3, 2
+    W_E, W_U = torch.randn(V, d, generator=g).double(), torch.randn(d, V, generator=g).double()
+    W_V, W_O = torch.randn(h, d, dh, generator=g).double(), torch.randn(h, dh, d, generator=g).double()
+    scores = copying_score_eigen(W_E, W_V, W_O, W_U)
+    for k in range(h):
+        eig = torch.linalg.eigvals(W_E @ W_V[k] @ W_O[k] @ W_U)
+        assert float(scores[k]) == pytest.approx(float(eig.real.sum() / eig.abs().sum()), abs=1e-9)
+
+
+def test_copying_logit_score_by_hand():
+    logits = torch.zeros(1, 2, 1, 4)
+    logits[0, 0, 0, 2] = 3.0  # head 0 raises only token 2, the one it attends to
+    logits[0, 1, 0, 1] = 3.0  # head 1 raises only token 1, not the one it attends to
+    attended = torch.tensor([[[2], [2]]])
+    torch.testing.assert_close(copying_score_logits(logits, attended), torch.tensor([1.0, -1.0]))
+    half = torch.tensor([[[[0.0, 2.0, 2.0, 0.0]]]])  # equal boosts of 1 on two tokens -> share 1/2
+    assert float(copying_score_logits(half, torch.tensor([[[2]]]))[0]) == pytest.approx(0.0)
+    shifted = torch.tensor([[[[5.0, 5.0, 6.0, 5.0]]]])  # a constant shift of all logits is no boost
+    assert float(copying_score_logits(shifted, torch.tensor([[[2]]]))[0]) == pytest.approx(1.0)
+    pattern = torch.tensor([[[[0.1, 0.7, 0.2]]]])
+    assert attended_tokens(pattern, torch.tensor([[4, 9, 6]])).tolist() == [[[9]]]
+
+
+# --- probes -----------------------------------------------------------------------------------------
+
+def test_probes_are_fixed_and_well_formed():
+    ids = np.random.default_rng(0).integers(0, 20, 5000).astype(np.uint8)
+    ids[ids == 19] = 0  # token 19 never occurs
+    a = make_probes(ids, ids[:1000], 20, 16, 8, 4, 4, 4, 6, 2, seed=1)
+    b = make_probes(ids, ids[:1000], 20, 16, 8, 4, 4, 4, 6, 2, seed=1)
+    assert np.array_equal(a.val, b.val) and np.array_equal(a.repeated, b.repeated)
+    assert a.val.shape == (8, 17) and a.train.shape == (4, 17) and a.repeated.shape == (6, 16)
+    assert np.array_equal(a.repeated[:, :4], a.repeated[:, 4:8])
+    assert all(len(set(row[:4])) == 4 for row in a.repeated)
+    counts = np.bincount(ids, minlength=20)
+    kept = repeat_candidates(counts, 2)
+    order = np.argsort(-counts)
+    assert set(order[:2]).isdisjoint(kept) and 19 not in kept and len(kept) == 19 - 4
+    assert a.unigram.sum() == pytest.approx(1.0) and a.unigram[19] > 0  # the pseudocount
+    w = windows(np.arange(100), 3, 10, seed=0)
+    assert all(np.array_equal(row, np.arange(row[0], row[0] + 10)) for row in w)
+    with pytest.raises(ValueError, match="needs at least 30 candidate tokens"):
+        repeated_sequences(kept, 2, 30, 2, 0)
+
+
+# --- one checkpoint ---------------------------------------------------------------------------------
+
+def unigram_model(unigram: np.ndarray) -> Transformer:
+    """A model whose every prediction is the unigram: lm_head ignores the stream, its bias is log u."""
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=len(unigram), block_size=16, n_embed=16, n_layer=2, n_head=2,
+                                    dropout=0.0)).eval()
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+        model.lm_head.bias.copy_(torch.log(torch.as_tensor(unigram)))
+    return model
+
+
+def test_a_model_predicting_the_unigram_has_zero_kl_to_it():
+    ids = np.random.default_rng(1).integers(0, 12, 4000)
+    probes = make_probes(ids, ids[:800], 12, 16, 10, 4, 4, 4, 3, 1, seed=0)
+    model = unigram_model(probes.unigram)
+    val = _validation_measures(model, probes, 10, torch.device("cpu"))
+    assert float(val["kl_model_unigram"]) == pytest.approx(0.0, abs=1e-6)
+    assert float(val["kl_unigram_model"]) == pytest.approx(0.0, abs=1e-6)
+    row, heads = measure_checkpoint(model, probes, (2, 15), 10, 2, 20, 0)
+    assert row["unigram_direction_kl"] == pytest.approx(0.0, abs=1e-6)
+    targets = probes.val[:, 1:]
+    assert row["val_loss"] == pytest.approx(float(-np.log(probes.unigram[targets]).mean()), rel=1e-5)
+    # a unigram model predicts no better late than early: its per-position loss is the targets' surprisal
+    assert row["icl_score"] == pytest.approx(float(-np.log(probes.unigram[targets[:, 15]]).mean()
+                                                  + np.log(probes.unigram[targets[:, 2]]).mean()), abs=1e-5)
+    assert set(heads) == {"prefix_matching", "copying_eigen", "copying_logit", "previous_token", "duplicate_token"}
+    assert all(v.shape == (2, 2) for v in heads.values())
+    assert row["ie"].shape == row["ie_prefix"].shape == (4,) and row["loss_by_position"].shape == (16,)
+
+
+def test_kl_to_the_unigram_in_both_directions():
+    ids = np.random.default_rng(2).integers(0, 12, 4000)
+    probes = make_probes(ids, ids[:800], 12, 16, 10, 4, 4, 4, 3, 1, seed=0)
+    q = np.random.default_rng(3).dirichlet(np.ones(12))
+    model = unigram_model(q)  # predicts q everywhere
+    val = _validation_measures(model, probes, 10, torch.device("cpu"))
+    assert float(val["kl_model_unigram"]) == pytest.approx(float(measures.kl_divergence(q, probes.unigram)), rel=1e-5)
+    assert float(val["kl_unigram_model"]) == pytest.approx(float(measures.kl_divergence(probes.unigram, q)), rel=1e-5)
+    assert float(val["kl_model_unigram"]) != pytest.approx(float(val["kl_unigram_model"]), rel=1e-2)
+
+
+def test_unigram_direction_finds_a_reachable_target_and_only_then_zero():
+    torch.manual_seed(1)
+    model = Transformer(ModelConfig(vocab_size=9, block_size=4, n_embed=8, n_layer=1, n_head=2, dropout=0.0)).eval()
+    peaked = np.eye(9)[0] * 0.92 + 0.01
+    # at the init (lm_head weights ~0.02) every logit stays near 0: a peaked distribution is out of reach
+    assert unigram_direction(model, peaked, restarts=3, steps=100, seed=0) > 1.0
+    with torch.no_grad():
+        model.lm_head.weight.normal_(0, 1.0)
+        target = torch.softmax(model.lm_head(model.ln_f(torch.randn(8))), -1).double().numpy()
+    assert unigram_direction(model, target, restarts=3, steps=100, seed=0) < 1e-6
+
+
+# --- phases -----------------------------------------------------------------------------------------
+
+STEPS = np.array([0, *np.rint(np.geomspace(10, 10000, 31)).astype(int)])
+LOG = np.log10(np.maximum(STEPS, 1))
+
+
+def sigmoid(center_log: float, sharpness: float = 8.0) -> np.ndarray:
+    return 1 / (1 + np.exp(-sharpness * (LOG - center_log)))
+
+
+def test_zigzag_and_critical_points():
+    assert zigzag(np.array([0, 1, 0.95, 1.1, 0, 2]), 0.5) == [(3, "max"), (4, "min")]
+    assert zigzag(np.array([3, 2, 1]), 0.1) == []
+    values = np.sin(LOG * np.pi)  # on log-steps 1..4: minima at 1.5 and 3.5, a maximum at 2.5
+    points = critical_points(STEPS, values, width=0.05, min_swing=0.2)
+    assert [p["kind"] for p in points] == ["min", "max", "min"]
+    assert [round(math.log10(p["step"]), 1) for p in points] == [1.5, 2.5, 3.5]
+    wiggle = values + 0.05 * np.sin(LOG * 40)  # swings of 0.1 are below 0.2 x the range of 2
+    assert [p["kind"] for p in critical_points(STEPS, wiggle, width=0.0, min_swing=0.2)] == ["min", "max", "min"]
+
+
+def test_phase_change_window_brackets_a_joint_change():
+    prefix = 0.05 + 0.6 * sigmoid(2.5)
+    icl = -0.4 * sigmoid(2.5)
+    w = phase_change_window(STEPS, prefix, icl, width=0.05)
+    assert w["start"] < 10**2.5 < w["end"] and 10**2.2 < w["start"] and w["end"] < 10**2.8
+    assert abs(math.log10(w["peak"]) - 2.5) < 0.1 and w["both_peak_inside"]
+    # the ICL score alone changing still places the window
+    w = phase_change_window(STEPS, np.full(len(STEPS), 0.05), icl, width=0.05)
+    assert 10**2.2 < w["start"] < 10**2.5 < w["end"] < 10**2.8
+    # a curve that changes elsewhere: its own fastest step is outside the window
+    late_icl = -0.4 * sigmoid(3.5, sharpness=20)
+    w = phase_change_window(STEPS, 0.05 + 0.6 * sigmoid(2.0, sharpness=20), late_icl, width=0.05)
+    assert not w["both_peak_inside"]
+
+
+def test_loss_bump_is_found_only_where_the_loss_is_non_convex():
+    smooth_loss = 4 - 0.5 * LOG  # linear in log-step: convex, no bump
+    bumped = smooth_loss + 0.15 * np.exp(-(((LOG - 2.5) / 0.15) ** 2))  # a bump on it
+    assert not loss_bump(STEPS, smooth_loss, 10**2.2, 10**2.8, width=0.05)["nonconvex"]
+    result = loss_bump(STEPS, bumped, 10**2.2, 10**2.8, width=0.05)
+    assert result["nonconvex"] and result["checkpoints_inside"] >= 5
+    assert not loss_bump(STEPS, bumped, 10**3.5, 10**3.9, width=0.05)["nonconvex"]
+    convex = 4 - 0.5 * LOG + 0.3 * (LOG - 2.5) ** 2
+    assert not loss_bump(STEPS, convex, 10**2.2, 10**2.8, width=0.05)["nonconvex"]
+    assert loss_bump(STEPS, -convex, 10**2.2, 10**2.8, width=0.05)["nonconvex"]
+
+
+def test_the_three_ie_kl_phases_and_their_absence():
+    kl = 1.2 - 1.0 * sigmoid(1.3) + 1.2 * sigmoid(2.3)  # falls to a minimum near step 60, then rises
+    ie = 1.2 + 1.3 * sigmoid(1.0) - 1.0 * sigmoid(2.3) + 0.4 * sigmoid(3.3)  # high, down, up again
+    found = ie_kl_phases(STEPS, ie, kl, width=0.05, min_swing=0.1)
+    assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (True, True, True)
+    assert 1.5 < math.log10(found["unigram_step"]) < 2.0 < math.log10(found["ie_minimum_step"]) < 3.3
+    no_rebound = 1.2 + 1.3 * sigmoid(1.0) - 1.0 * sigmoid(2.3)
+    found = ie_kl_phases(STEPS, no_rebound, kl, width=0.05, min_swing=0.1)
+    assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (True, True, False)
+    rising_ie = 1.2 + 1.3 * sigmoid(1.0)  # IE never falls: no phase 2
+    found = ie_kl_phases(STEPS, rising_ie, kl, width=0.05, min_swing=0.1)
+    assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (False, False, False)
+    kl_back_down = kl - 1.2 * sigmoid(3.0)  # KL falls back to low while IE rebounds: no phase 3
+    found = ie_kl_phases(STEPS, ie, kl_back_down, width=0.05, min_swing=0.1)
+    assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (True, True, False)
+    monotone_kl = 1.2 + 1.2 * sigmoid(2.3)
+    found = ie_kl_phases(STEPS, ie, monotone_kl, width=0.05, min_swing=0.1)
+    assert not found["phase_1"] and found["unigram_step"] is None
+
+
+def test_smoothing_and_log_position_derivative():
+    x = np.log10(np.arange(1, 41))
+    np.testing.assert_allclose(smooth(x, np.full(40, 3.0), 0.2), 3.0)
+    two = np.stack([np.arange(40.0), -np.arange(40.0)], axis=1)
+    np.testing.assert_allclose(smooth(x, two, 0.1)[:, 0], -smooth(x, two, 0.1)[:, 1])
+    loss = 3.0 - 0.25 * np.log(np.arange(1, 41))  # loss linear in ln(index): derivative -0.25 everywhere
+    np.testing.assert_allclose(log_position_derivative(np.stack([loss, loss]), 0.0), -0.25, atol=1e-9)
+    np.testing.assert_allclose(log_position_derivative(loss, 0.1), -0.25, atol=1e-9)  # smoothing keeps a line
+    noisy = loss + 0.05 * np.random.default_rng(0).normal(size=40)
+    assert np.abs(log_position_derivative(noisy, 0.1) + 0.25).mean() < np.abs(log_position_derivative(noisy, 0) + 0.25).mean() / 3
+
+
+# --- the window on the circuits family's composition-over-training figure -------------------------
+
+def test_the_composition_over_training_figure_shades_each_seeds_window():
+    import polars as pl
+    from matplotlib.patches import Rectangle
+
+    from tinylens.circuits.plots import make_composition_over_training
+    from tinylens.dynamics.summary import phase_change_windows
+
+    summary = {"seeds": {"7": {"window": {"start": 20.5, "peak": 40, "end": 80.0}},
+                         "9": {"window": {"start": 100.0, "peak": 150, "end": 200.0}}}}
+    windows = phase_change_windows(summary)
+    assert windows == {7: (20.5, 80.0), 9: (100.0, 200.0)}
+    steps = [0, 10, 50, 100, 300]
+    over = {seed: pl.DataFrame([
+        {"seed": seed, "step": s, "layernorm": "ignored", "basis": basis, "kind": "K", "layer_a": 0, "head_a": 0,
+         "layer_b": 1, "head_b": 0, "score": 0.1 + 0.001 * s, "baseline_mean": 0.1, "baseline_std": 0.01}
+        for s in steps for basis in ("residual", "token")]) for seed in windows}
+    fig = make_composition_over_training(over, 7, 1, windows=windows)
+    for ax in fig.axes:
+        seed = int(ax.get_title().split()[1].rstrip(":"))
+        spans = [p for p in ax.patches if isinstance(p, Rectangle) and "phase-change window" in p.get_label()]
+        assert len(spans) == 1, ax.get_title()
+        x = spans[0].get_x()
+        assert (x, x + spans[0].get_width()) == pytest.approx(windows[seed])
+    with pytest.raises(ValueError, match="metrics/dynamics.json"):
+        phase_change_windows({"seeds": {"7": {"peak": 3}}})

@@ -1,0 +1,130 @@
+"""The criterion of method.md §7 on hand-built cases with known answers (issue 17.4: strict cut-offs,
+no renormalisation, same-stage pairing)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tinylens.supporting.criterion import (
+    chance_exact,
+    evaluate_block,
+    holds,
+    permutation_null,
+    prefix_length,
+    ranks,
+    stage_for,
+    top_tokens,
+    truncate,
+)
+
+
+def test_a_prefix_holding_exactly_90_percent_is_not_enough():
+    # 5 + 4 = 9 of 10: exactly 90%, and the cut-off is a strict >, so the third token is needed.
+    assert prefix_length(np.array([5, 4, 1]), 0.9) == 3
+    assert top_tokens(np.array([5, 4, 1])).tolist() == [True, True, True]
+    # Just above the tie, two are enough.
+    assert prefix_length(np.array([50, 41, 9]), 0.9) == 2
+    # 28 + 17 = 45 of 50 is exactly 90% too, but float cumulative probabilities give
+    # 0.56 + 0.34 = 0.9000000000000001 > 0.9: the comparison must be exact.
+    assert np.cumsum(np.array([28, 17, 5]) / 50)[1] > 0.9
+    assert prefix_length(np.array([28, 17, 5]), 0.9) == 3
+    assert top_tokens(np.array([17, 5, 28])).tolist() == [True, True, True]
+
+
+def test_the_99_percent_truncation_is_strict_too():
+    counts = np.array([45, 45, 9, 1])  # 99 of 100 after three tokens: not more than 99%, keep the fourth
+    assert truncate(counts, 0.99).tolist() == [45, 45, 9, 1]
+    assert truncate(np.array([1, 900, 95, 4]), 0.99).tolist() == [0, 900, 95, 0]  # 995/1000 > 99%
+
+
+def test_the_truncated_distribution_is_not_renormalised():
+    counts = np.array([800, 99, 92, 5, 4])  # total 1000
+    assert truncate(counts, 0.99).tolist() == [800, 99, 92, 0, 0]  # 991 > 990
+    # top_n is measured against the original total: 899/1000 is not > 90%, so three tokens.
+    assert top_tokens(counts).sum() == 3
+    # Renormalised (899/991 = 0.907 > 0.9) it would have been two: this is the difference.
+    assert prefix_length(truncate(counts, 0.99), 0.9) == 2
+
+
+def test_order_and_ranks_break_ties_by_token_id():
+    # 10 + 1 = 11 of 12 > 90%: the cut falls inside the tie of the two 1s; the lower token id goes in
+    assert top_tokens(np.array([10, 1, 1])).tolist() == [True, True, False]
+    assert top_tokens(np.array([1, 1, 10])).tolist() == [True, False, True]
+    assert ranks(np.array([0.5, 0.9, 0.5, -1.0])).tolist() == [1, 0, 2, 3]
+    # with many ties (long enough for numpy's unstable sorts to reorder them)
+    tied = np.tile([0.5, 0.2], 50)
+    assert ranks(tied).tolist() == [i // 2 if i % 2 == 0 else 50 + i // 2 for i in range(100)]
+    counts = np.tile([3, 1], 50)  # 150 + 50 = 200; > 180 takes all 50 threes and the first 31 ones
+    expected = [True] * 100
+    expected[63::2] = [False] * 19
+    assert top_tokens(counts, truncate_mass=0.99).tolist() == expected
+
+
+def test_an_empty_approximation_has_no_top_tokens_and_never_holds():
+    top = top_tokens(np.zeros((1, 4), dtype=np.int64))
+    assert not top.any()
+    assert not holds(top, np.zeros((1, 4), dtype=np.int64), 2)[0]
+
+
+def test_the_criterion_on_a_hand_built_case():
+    # 6 tokens, k = 3. Scores rank tokens 4, 0, 2 first (in that order).
+    scores = np.array([[0.8, -0.1, 0.5, 0.0, 0.9, 0.2]])
+    rank = ranks(scores)
+    assert rank.tolist() == [[1, 5, 2, 4, 0, 3]]
+    assert holds(np.array([[True, False, True, False, True, False]]), rank, 3)[0]  # ranks 1, 2, 0
+    assert not holds(np.array([[True, False, False, False, False, True]]), rank, 3)[0]  # token 5 ranks 3
+    assert holds(np.array([[False] * 5 + [True]]), rank, 4)[0]
+
+
+def test_absolute_and_signed_cosines_rank_differently():
+    directions = np.eye(4)
+    ffwd = np.array([[-3.0, 1.0, 0.5, 0.0]])  # |cos| ranks token 0 first; the signed cosine ranks it last
+    counts = np.array([[10, 0, 0, 0]])  # top_n = {0}
+    result = evaluate_block(counts, ffwd, directions, k=2, truncate_mass=0.99, top_mass=0.9)
+    assert result["top_n"].tolist() == [1]
+    assert result["holds_abs"].tolist() == [True] and result["holds_signed"].tolist() == [False]
+
+
+def test_the_exact_chance_level_is_method_md_s():
+    expected = {1: 49.2, 2: 23.8, 3: 11.4, 4: 5.3, 5: 2.4}
+    for n, percent in expected.items():
+        assert 100 * chance_exact(n, 65, 32) == pytest.approx(percent, abs=0.05)
+    assert chance_exact(2, 6, 3) == pytest.approx(math.comb(3, 2) / math.comb(6, 2))
+
+
+def test_the_permutation_null_agrees_with_the_exact_formula():
+    rng = np.random.default_rng(0)
+    n_prompts, vocab, k = 400, 10, 5
+    rank = ranks(rng.normal(size=(n_prompts, vocab)))
+    one = np.zeros((n_prompts, vocab), dtype=bool)
+    one[:, 0] = True
+    null = permutation_null(one, rank, k, permutations=200, seed=1)
+    assert null.shape == (200,)
+    # each draw is a share of 400 Bernoulli(k/V) prompts
+    assert null.mean() == pytest.approx(k / vocab, abs=3 * math.sqrt(0.25 / (400 * 200)))
+    assert null.std() == pytest.approx(math.sqrt(0.25 / 400), rel=0.2)
+    two = np.zeros((n_prompts, vocab), dtype=bool)
+    two[:, [3, 7]] = True
+    assert permutation_null(two, rank, k, 200, seed=2).mean() == pytest.approx(chance_exact(2, vocab, k), abs=0.01)
+    # more top tokens than places: it can never hold
+    many = np.zeros((n_prompts, vocab), dtype=bool)
+    many[:, : k + 1] = True
+    assert permutation_null(many, rank, k, 20, seed=3).max() == 0.0
+    # the null keeps each prompt's real ranks, only the token they belong to moves
+    assert permutation_null(one, rank, k, 20, seed=4).min() > 0.3
+
+
+def test_the_same_stage_pairing_of_method_md():
+    stages = [6, 5, 4]
+    assert [stage_for(b, "end_of_model", 6, stages) for b in range(6)] == [6] * 6
+    # block 6 (index 5) with the input of ln_f, block 5 with the input of block 6, block 4 with block 5's
+    assert [stage_for(b, "same_stage", 6, stages) for b in (5, 4, 3)] == [6, 5, 4]
+    assert stage_for(2, "same_stage", 6, stages) is None
+    with pytest.raises(ValueError, match="unknown subspace variant"):
+        stage_for(0, "elsewhere", 6, stages)
+
+
+def test_float_counts_are_refused():
+    with pytest.raises(TypeError, match="integer counts"):
+        prefix_length(np.array([0.5, 0.4, 0.1]), 0.9)

@@ -1,0 +1,126 @@
+"""The final LayerNorm's scale invariance, the noise experiment, the feed-forward-only endpoint and
+the to-scale tip-to-tail drawing."""
+
+import numpy as np
+import pytest
+import torch
+
+from tinylens.measures import cosine
+from tinylens.model import ModelConfig, Transformer
+from tinylens.supporting.layernorm import noise_experiment, scaling_deviation
+from tinylens.supporting.summary import summarize_noise, summarize_scaling
+from tinylens.supporting.vector_sums import angle_degrees, ffwd_only_endpoint, tip_to_tail, vector_sum_paths
+
+
+def make_model(seed=0):
+    torch.manual_seed(seed)
+    m = Transformer(ModelConfig(vocab_size=11, block_size=12, n_embed=16, n_layer=3, n_head=4, dropout=0.0))
+    with torch.no_grad():
+        for p in m.parameters():
+            p.mul_(10.0) if p.dim() > 1 else p.add_(0.3 * torch.randn_like(p))
+    return m.eval()
+
+
+@pytest.fixture(scope="module")
+def tokens():
+    return torch.randint(0, 11, (9, 8), generator=torch.Generator().manual_seed(2))
+
+
+def test_scaling_the_last_block_changes_ln_f_only_through_eps(tokens):
+    model = make_model()
+    cols = scaling_deviation(model, tokens, [0.1, 10.0, 100.0])
+    assert cols["factor"].tolist() == [0.1] * 9 + [10.0] * 9 + [100.0] * 9
+    scale = np.abs(cols["output_norm"]).max()
+    # what eps does not explain is float32 rounding of the LayerNorm output
+    assert cols["residual_deviation"].max() < 1e-5 * scale
+    # at c = 0.1 eps matters (var of 0.1 x is 100x smaller), and the measured change is that one
+    low = cols["factor"] == 0.1
+    assert cols["eps_predicted_deviation"][low].max() > 10 * cols["residual_deviation"][low].max()
+    np.testing.assert_allclose(cols["max_abs_deviation"], cols["eps_predicted_deviation"], atol=1e-5 * scale)
+    summary = summarize_scaling(cols)
+    assert set(summary) == {"0.1", "10", "100"}
+    assert summary["10"]["max_hellinger"] < 1e-3
+
+
+def test_without_eps_the_scaling_deviation_is_float_rounding(tokens):
+    model = make_model()
+    model.ln_f.eps = 0.0
+    cols = scaling_deviation(model, tokens, [0.1, 10.0, 100.0])
+    assert cols["eps_predicted_deviation"].max() == 0.0
+    assert cols["max_abs_deviation"].max() < 1e-5 * cols["output_norm"].max()
+    assert cols["hellinger"].max() < 1e-3
+
+
+def test_noise_moves_the_input_by_the_asked_amount(tokens):
+    model = make_model()
+    cols = noise_experiment(model, tokens, [1e-7, 0.5, 3.0], seed=0)
+    levels = cols["noise_level"]
+    tiny = levels == 1e-7
+    np.testing.assert_allclose(cols["input_cosine"][tiny], 1.0, atol=1e-6)
+    np.testing.assert_allclose(cols["output_norm_ratio"][tiny], 1.0, atol=1e-5)
+    assert cols["hellinger"][tiny].max() < 1e-4
+    # |x + e|^2 = |x|^2 (1 + l^2 + 2 l cos(x, e)), and cos(x, x + e) = (1 + l cos(x, e)) / (|x + e| / |x|)
+    for level in (0.5, 3.0):
+        sel = levels == level
+        ratio, cos_in = cols["input_norm_ratio"][sel], cols["input_cosine"][sel]
+        cos_xe = (ratio**2 - 1 - level**2) / (2 * level)
+        np.testing.assert_allclose(cos_in, (1 + level * cos_xe) / ratio, atol=1e-5)
+    assert cols["input_cosine"][levels == 3.0].mean() < cols["input_cosine"][levels == 0.5].mean()
+    assert summarize_noise(cols)["3"]["n_prompts"] == 9
+
+
+def test_with_attention_silenced_the_ffwd_only_endpoint_is_the_model(tokens):
+    model = make_model(seed=1)
+    full = ffwd_only_endpoint(model, tokens)
+    assert (full["hellinger"] > 1e-3).all() and (full["cosine"] < 1 - 1e-6).all()
+    with torch.no_grad():
+        for block in model.blocks:
+            block.sa.proj.weight.zero_()
+            block.sa.proj.bias.zero_()
+    silent = ffwd_only_endpoint(model, tokens)
+    np.testing.assert_allclose(silent["cosine"], 1.0, atol=1e-6)
+    np.testing.assert_allclose(silent["norm_ratio"], 1.0, atol=1e-6)
+    assert silent["hellinger"].max() < 1e-4
+
+
+def test_the_ffwd_only_endpoint_matches_a_hand_computation(tokens):
+    model = make_model(seed=2)
+    cols = ffwd_only_endpoint(model, tokens)
+    with torch.no_grad():
+        x = model.embed(tokens)
+        f = x[:, -1].clone()
+        for blk in model.blocks:
+            sa = blk.sa(blk.ln1(x))[0]
+            ffwd = blk.ffwd(blk.ln2(x + sa))
+            f += ffwd[:, -1]
+            x = x + sa + ffwd
+        p_f = torch.softmax(model.unembed(f[:, None])[:, 0].double(), -1)
+        q = torch.softmax(model.unembed(x)[:, -1].double(), -1)
+    np.testing.assert_allclose(cols["cosine"], cosine(f, x[:, -1]).numpy(), atol=1e-6)
+    h = torch.sqrt(0.5 * ((p_f.sqrt() - q.sqrt()) ** 2).sum(-1)).numpy()
+    np.testing.assert_allclose(cols["hellinger"], h, atol=1e-6)
+
+
+def test_tip_to_tail_keeps_every_length_and_every_angle_to_the_running_sum():
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(13, 20)) * rng.uniform(0.1, 3.0, size=(13, 1))
+    points = tip_to_tail(vectors)
+    assert points.shape == (14, 2) and np.allclose(points[0], 0) and points[1, 1] == 0
+    arrows = np.diff(points, axis=0)
+    np.testing.assert_allclose(np.linalg.norm(arrows, axis=1), np.linalg.norm(vectors, axis=1), rtol=1e-10)
+    running = np.cumsum(vectors, axis=0)
+    np.testing.assert_allclose(np.linalg.norm(points[1:], axis=1), np.linalg.norm(running, axis=1), rtol=1e-9)
+    for i in range(1, len(vectors)):  # the angle of arrow i to the sum it starts from
+        assert angle_degrees(arrows[i], points[i]) == pytest.approx(angle_degrees(vectors[i], running[i - 1]), abs=1e-6)
+    assert points[-1, 1] >= 0
+
+
+def test_vector_sum_paths_add_up_to_the_model(tokens):
+    model = make_model(seed=3)
+    paths = vector_sum_paths(model, tokens[:2], ["p0", "p1"])
+    for path in paths:
+        assert path["sum_check"] < 1e-4
+        assert len(path["full"]["points"]) == 1 + 1 + 2 * 3 and len(path["ffwd_only"]["points"]) == 1 + 1 + 3
+        assert np.linalg.norm(path["full"]["points"][-1]) == pytest.approx(path["final_norm"], rel=1e-5)
+        assert np.linalg.norm(path["ffwd_only"]["points"][-1]) == pytest.approx(path["ffwd_only_norm"], rel=1e-5)
+        assert 0 < path["endpoint_angle_degrees"] < 180
