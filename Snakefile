@@ -79,7 +79,7 @@ rule all:
         SUPERPOSITION_TARGETS,  # superposition family (rules/superposition.smk)
         DYNAMICS_TARGETS,  # training-dynamics family (rules/dynamics.smk)
         ATTENTION_TARGETS,  # attention dynamics (rules/attention.smk)
-include: "rules/comparison.smk"  # the published numbers beside ours (after every family: it reads their metrics)
+        rules.comparison.input,  # the published numbers beside ours (rules/comparison.smk)
     default_target: True
 
 

@@ -302,6 +302,24 @@ def test_smoothing_and_log_position_derivative():
     assert np.abs(log_position_derivative(noisy, 0.1) + 0.25).mean() < np.abs(log_position_derivative(noisy, 0) + 0.25).mean() / 3
 
 
+def test_a_seed_trained_longer_joins_the_mean_curves_at_the_shared_steps():
+    from tinylens.dynamics.figures import _common_steps
+    from tinylens.dynamics.summary import Curves
+
+    def curves(steps):
+        s = np.array(steps)
+        return Curves(s, {"val_loss": s * 1.0}, {"score": np.zeros((len(s), 2, 1)) + s[:, None, None]})
+
+    steps, shared = _common_steps({"1337": curves([0, 5, 10]), "1442": curves([0, 5, 10, 12])})
+    assert steps.tolist() == [0, 5, 10]
+    assert shared["1442"].metrics["val_loss"].tolist() == [0, 5, 10] and shared["1442"].heads["score"].shape == (3, 2, 1)
+    assert shared["1442"].heads["score"][:, 1, 0].tolist() == [0, 5, 10]
+    with pytest.raises(ValueError, match=r"steps \[7\] are not checkpoints"):
+        curves([0, 5, 10]).at(np.array([5, 7]))
+    with pytest.raises(ValueError, match="share 1 checkpoint steps"):
+        _common_steps({"1": curves([0, 5]), "2": curves([0, 6])})
+
+
 # --- the window on the circuits family's composition-over-training figure -------------------------
 
 def test_the_composition_over_training_figure_shades_each_seeds_window():

@@ -213,7 +213,19 @@ def seed_train_settings(train: Mapping[str, Any], seed: int) -> dict[str, Any]:
     final = train.get("final_step_by_seed", {}).get(str(seed))
     if final is not None:
         settings["phases"] = [*train["phases"][:-1], {**train["phases"][-1], "until": final}]
+        # Checkpoints stay log-spaced to the preset's last step, so that every seed is measured at the
+        # same steps (training dynamics); the seed's own phase ends are added.
+        settings["checkpoints"] = {**train["checkpoints"], "shared_until": train["phases"][-1]["until"]}
     return settings
+
+
+def seed_checkpoint_steps(train: Mapping[str, Any]) -> tuple[int, ...]:
+    """``train``: :func:`seed_train_settings` of a preset's ``train`` entry -> its checkpoint steps: the
+    preset's log-spaced schedule (the same for every seed) up to the seed's last step, and its phase ends."""
+    ends = [p["until"] for p in train["phases"]]
+    first, count = train["checkpoints"]["first"], train["checkpoints"]["count"]
+    shared = checkpoint_schedule(first, count, [*ends[:-1], train["checkpoints"].get("shared_until", ends[-1])])
+    return tuple(sorted({s for s in shared if s <= ends[-1]} | set(ends)))
 
 
 def train_config(train: Mapping[str, Any], seed: int) -> TrainConfig:
@@ -225,8 +237,7 @@ def train_config(train: Mapping[str, Any], seed: int) -> TrainConfig:
         phases=tuple(Phase(until=p["until"], lr=p["lr"]) for p in train["phases"]),
         eval_interval=train["eval_interval"],
         eval_iters=train["eval_iters"],
-        checkpoint_steps=checkpoint_schedule(train["checkpoints"]["first"], train["checkpoints"]["count"],
-                                             [p["until"] for p in train["phases"]]),
+        checkpoint_steps=seed_checkpoint_steps(train),
         precision=train["precision"],
         batch_sampling=train["batch_sampling"],
     )

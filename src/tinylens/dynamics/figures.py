@@ -7,6 +7,7 @@ initialisation) stays on the figure.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import reduce
 from pathlib import Path
 
 import numpy as np
@@ -39,13 +40,14 @@ def _shade(ax, summaries: Mapping[str, dict], horizontal: bool = False) -> None:
             ax.axvspan(w["start"], w["end"], color="tab:orange", alpha=0.12, label=label)
 
 
-def _steps_of(curves: Mapping[str, Curves]) -> np.ndarray:
-    steps = next(iter(curves.values())).steps
-    for seed, c in curves.items():
-        if not np.array_equal(c.steps, steps):
-            raise ValueError(f"seed {seed} has other checkpoint steps than the first seed; every seed must "
-                             "share the preset's checkpoint schedule (retrain with the current config)")
-    return steps
+def _common_steps(curves: Mapping[str, Curves]) -> tuple[np.ndarray, dict[str, Curves]]:
+    """The checkpoint steps every seed has, and each seed's curves at those steps only: a seed trained
+    longer (the paper's 1442, to its own last step) has checkpoints the others lack."""
+    steps = reduce(np.intersect1d, (c.steps for c in curves.values()))
+    if len(steps) < 2:
+        raise ValueError(f"the seeds share {len(steps)} checkpoint steps; every seed must be trained on the "
+                         "preset's checkpoint schedule (retrain with the current config)")
+    return steps, {seed: c.at(steps) for seed, c in curves.items()}
 
 
 def _mean_band(ax, steps, values: np.ndarray, color: str, label: str) -> None:
@@ -56,8 +58,9 @@ def _mean_band(ax, steps, values: np.ndarray, color: str, label: str) -> None:
 
 def plot_energy_kl(curves: Mapping[str, Curves], summaries: Mapping[str, dict], n_layer: int, out: str | Path) -> None:
     """IE after ln_f, KL to the unigram (both directions) and the unigram direction's KL against step:
-    mean over seeds with the min-max spread; each seed's IE and KL critical points as markers."""
-    steps = _steps_of(curves)
+    mean over seeds (at the steps all seeds share) with the min-max spread; each seed's IE and KL
+    critical points as markers."""
+    steps, curves = _common_steps(curves)
     depth = depth_names(n_layer).index(HEADLINE_DEPTH)
     fig, axes = plt.subplots(3, 1, figsize=(8, 10), sharex=True)
     ie = np.stack([c.metrics["ie"][:, depth] for c in curves.values()])
@@ -89,24 +92,26 @@ def plot_energy_kl(curves: Mapping[str, Curves], summaries: Mapping[str, dict], 
 
 def plot_icl_score(curves: Mapping[str, Curves], summaries: Mapping[str, dict], icl_positions, original: str,
                    out: str | Path) -> None:
-    """Per seed: the ICL score (+- 2 standard errors) and the validation loss against step."""
-    steps = _steps_of(curves)
+    """Per seed: the ICL score (+- 2 standard errors) and the validation loss against step (each seed at
+    its own checkpoints)."""
     fig, (ax_icl, ax_loss) = plt.subplots(2, 1, figsize=(8, 7.5), sharex=True)
     early, late = icl_positions
     for i, (seed, c) in enumerate(curves.items()):
         color = f"C{i}"
         lw = 2 if seed == original else 1.2
-        icl, se = c.metrics["icl_score"], c.metrics["icl_score_se"]
+        steps, icl, se = c.steps, c.metrics["icl_score"], c.metrics["icl_score_se"]
         ax_icl.fill_between(steps, icl - 2 * se, icl + 2 * se, color=color, alpha=0.12, lw=0)
-        ax_icl.plot(steps, icl, color=color, lw=lw, label=f"seed {seed}: final {icl[-1]:+.3f} +- {se[-1]:.3f}")
+        ax_icl.plot(steps, icl, color=color, lw=lw,
+                    label=f"seed {seed}: final (step {steps[-1]}) {icl[-1]:+.3f} +- {se[-1]:.3f}")
         ax_loss.plot(steps, c.metrics["val_loss"], color=color, lw=lw,
                      label=f"seed {seed}" + ("; loss non-convex in the window" if summaries[seed]["loss_bump"]["nonconvex"] else ""))
     ax_icl.axhline(0, color="grey", lw=0.8)
     ax_icl.set_ylabel(f"ICL score (nats): loss at token {late + 1}\nminus loss at token {early + 1}")
     ax_loss.set_ylabel("validation loss (nats/char)")
+    every_step = reduce(np.union1d, (c.steps for c in curves.values()))
     for ax in (ax_icl, ax_loss):
         _shade(ax, summaries)
-        _step_axis(ax, steps, label=ax is ax_loss)
+        _step_axis(ax, every_step, label=ax is ax_loss)
         ax.legend(fontsize=7)
     ax_icl.set_title("In-context learning score (band: +- 2 standard errors over windows) and validation loss")
     save_figure(fig, out)

@@ -49,6 +49,15 @@ class Curves:
     metrics: dict[str, np.ndarray]
     heads: dict[str, np.ndarray]
 
+    def at(self, steps: np.ndarray) -> Curves:
+        """The same curves at ``steps`` only (every one of them a checkpoint of this seed)."""
+        index = np.searchsorted(self.steps, steps)
+        if not np.array_equal(self.steps[np.minimum(index, len(self.steps) - 1)], steps):
+            raise ValueError(f"steps {sorted(set(steps.tolist()) - set(self.steps.tolist()))} are not checkpoints "
+                             "of this seed")
+        return Curves(self.steps[index], {k: v[index] for k, v in self.metrics.items()},
+                      {k: v[index] for k, v in self.heads.items()})
+
 
 def load_curves(checkpoints_path: str | Path, heads_path: str | Path, n_layer: int, n_head: int,
                 context: int) -> Curves:
