@@ -50,8 +50,9 @@ rule verify_search:
         seed=config["prompt_seed"],
         grid=config["threshold_grid"],
     resources:
-        # the dense float64 brute force holds a few [verify_prompts strings] matrices
-        mem_mb=per_row("strings", 600, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL + 56 * ANALYSIS["verify_prompts"]),
+        # one block of strings and its unit copy (float32; 4.8 bytes per value measured at paper_short,
+        # 8 declared); the float64 brute force holds a few [verify_prompts strings] matrices
+        mem_mb=per_row("strings", 600, STRING_BYTES + 8 * D_MODEL + 56 * ANALYSIS["verify_prompts"]),
         runtime=per_row("strings", 5, row_seconds=2e-6 * ANALYSIS["verify_prompts"] * N_LAYER * len(MODES)),
     log:
         results("logs/verify_search.log"),
