@@ -1,35 +1,36 @@
-"""Similarity search: the exact streamed search against the dense all-pairs way, in one run.
+"""Similarity search: ours against the naive way and against a bare matrix multiply, in one run.
 
-Both methods find, for every prompt and block, the strings whose cosine
-similarity with the prompt exceeds each edge of the threshold grid
-(0.70, 0.71, ..., 0.99) and sum their next-token counts:
+For the `small` shapes (d_model 64) and the paper shapes (d_model 384), both with all
+858,923 strings, ``--prompts`` prompts (default 1,000) and 6 blocks, it times:
 
-- ours: ``tinylens.search.search_block`` (float32 tiles, float64 re-check of
-  pairs near an edge, per-bin sums; exact);
-- naive, as the original research code did it: the dense float32 cosine
-  matrix of all prompts x all strings of a block, fully materialised, filtered
-  at 0.70, then for each prompt and each of the 30 edges a numpy sum of the
-  next-token counts of the strings above the edge (a Python loop).
+- **ours**: ``tinylens.search.search_block`` (exact: screen tiles, re-checks, per-bin sums),
+  with the screen it picks on this machine (``--screen``) and ``--threads`` worker threads;
+- **bare GEMM**: a float32 matrix multiply of exactly the same shapes (prompts x strings x
+  d_model, every block) with the same threads, nothing else: (b) the product in cache-sized tiles,
+  one tile per thread at a time (how ours multiplies); with ``--full-gemm`` also (a) one
+  ``torch.mm`` per block into a preallocated [prompts strings] output, ``--threads`` intra-op
+  threads (slower here: it writes the whole matrix to memory). The faster is the floor the ratio
+  is taken against;
+- **bf16 GEMM** (for reference, when the screen is bf16): (b) in bfloat16;
+- **naive**, as the original research code did it: the dense float32 cosine matrix of all
+  strings, filtered at 0.70, then per prompt and edge a numpy sum of the next-token counts (a
+  Python loop); on ``--naive-prompts`` of the prompts (it is slow), timed per pair.
 
-Inputs are real activations (``ffwd_out``) of a trained model: a fixed random
-sample of the corpus' unique length-10 strings, dumped once into ``--cache``
-and reused by later runs; the prompts are a fixed random sample of them
-(corpus mode). Each method runs in its own spawned process, block by block;
-its time excludes loading the inputs, and its memory is the process' peak
-RSS while searching (peak reset through /proc/self/clear_refs once the
-block's inputs are loaded, so Linux only), given in total and above the RSS
-of holding the inputs.
+The methods take turns block by block inside one process, so a change in the machine's load
+touches all of them alike; wall and CPU seconds are both reported, with the load average.
+Exactness: ours against the float64 brute force on ``--check-prompts`` prompts of every block,
+and against the naive way on its prompts (which differs only where float32 rounding moves a
+cosine across an edge).
 
-Paper-scale projection (20,000 prompts x 858,923 strings x 6 blocks,
-d_model 384): ours is timed on a slice whose 64-dim activations are mapped to
-384 dims by a fixed matrix with orthonormal columns, which keeps every cosine
-(up to float32 rounding) and so the real candidate density, at the matmul
-cost of d=384. Time is projected from the slice's pairs/s; memory from the
-array sizes in ``search_block``, checked against the slice's measured peak.
+Inputs: a finished `small` run's strings and ``ffwd_out`` dumps (``--results``; prompts are a fixed
+random sample of the strings, corpus mode). Paper shapes: the same activations mapped to 384
+dimensions by a fixed matrix with orthonormal columns, which keeps every cosine (up to float32
+rounding), so the matches are the real ones at the multiply cost of d_model 384; or, with
+``--paper-results``, a run whose model has d_model 384 (e.g. the `paper` preset).
 
-    python benchmarks/search.py --model results/small/models/seed1337 --corpus /path/to/input.txt
-                                            # 200,000 strings, 200 prompts, 6 blocks
-    python benchmarks/search.py --model ... --corpus ... --strings 100000 --blocks 0 5 --json out.json
+    python benchmarks/search.py                               # results/small, both shapes
+    python benchmarks/search.py --shapes small --prompts 250 --json out.json
+    python benchmarks/search.py --device cuda --paper-results results/paper --shapes paper --naive-prompts 0
 """
 
 from __future__ import annotations
@@ -38,115 +39,53 @@ import argparse
 import datetime
 import gc
 import json
-import multiprocessing
 import os
 import platform
-import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
-import numba
 import numpy as np
 import torch
 
-from tinylens.activations import dump_activations, load_block
-from tinylens.corpus import CharTokenizer
-from tinylens.search import CountsCSR, search_block, threshold_edges
-from tinylens.strings import build_strings
-from tinylens.weights import load_model
+from tinylens.activations import load_block
+from tinylens.model import ModelConfig
+from tinylens.search import (
+    CountsCSR,
+    _tile_matmul,
+    exact_float32_matmul,
+    resolve_screen,
+    search_block,
+    search_block_bruteforce,
+    threshold_edges,
+)
+from tinylens.strings import load_strings
 
-KIND = "ffwd_out"
 EDGES = threshold_edges(0.70, 0.01, 30)
-PAPER = {"prompts": 20_000, "strings": 858_923, "blocks": 6, "d_model": 384}
-MIB = 2**20
+ORIGINAL = 1337
+KIND = "ffwd_out"
 
 
 # ---------------------------------------------------------------- inputs
 
-def prepare_cache(cache: Path, model_dir: Path, corpus: Path, n_strings: int, seed: int) -> Path:
-    """Dump the activations of a fixed random sample of the strings once; later runs reuse it.
-
-    Returns the sample's directory: ``block{b}.parquet`` (rows = sampled strings, in table order),
-    ``counts.npy`` [rows vocab] (next-token counts over the whole text) and ``meta.json``, written last.
-    """
-    meta = {"model": str(model_dir.resolve()), "corpus": str(corpus.resolve()), "strings": n_strings,
-            "seed": seed, "kind": KIND}
-    out = cache / f"strings{n_strings}-seed{seed}"
-    stored = json.loads((out / "meta.json").read_text()) if (out / "meta.json").exists() else {}
-    if {k: stored.get(k) for k in meta} == meta:
-        return out
-    text = corpus.read_text()
-    tokenizer = CharTokenizer.load(model_dir / "tokenizer.json")
-    ids = tokenizer.encode(text)
-    table = build_strings(text, ids, 10, tokenizer.vocab_size, int(0.9 * len(ids)))
-    rows = np.arange(len(table))
-    if n_strings < len(table):
-        rows = np.sort(np.random.default_rng(seed).choice(len(table), n_strings, replace=False))
-    out.mkdir(parents=True, exist_ok=True)
-    print(f"dumping {len(rows):,} of {len(table):,} strings into {out} (once)", flush=True)
-    t = time.perf_counter()
-    dump_activations(load_model(model_dir), tokenizer, [table.strings[i] for i in rows], out, [KIND], progress=False)
-    np.save(out / "counts.npy", table.next_counts[rows])
-    meta["total_strings"] = len(table)
-    (out / "meta.json").write_text(json.dumps(meta))
-    print(f"dumped in {time.perf_counter() - t:.0f} s", flush=True)
-    return out
-
-
-def sample_rows(n_rows: int, n: int, seed: int) -> np.ndarray:
-    """A fixed random sample of ``n`` row indices (prompts are strings of the table: corpus mode)."""
-    return np.random.default_rng(seed).choice(n_rows, min(n, n_rows), replace=False)
+def run_inputs(results: Path) -> dict:
+    """Paths of a finished run: the string table, the original model's config and string dumps."""
+    return {"strings": results / "strings" / "strings.parquet",
+            "config": results / "models" / f"seed{ORIGINAL}" / "config.json",
+            "dumps": results / "activations" / f"seed{ORIGINAL}" / "strings"}
 
 
 def orthonormal_columns(d_out: int, d_in: int, seed: int) -> np.ndarray:
     """Q [d_out d_in] with Q.T Q = I: x -> x @ Q.T keeps dot products and norms, hence cosines."""
     q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((d_out, d_in)))
-    return q
+    return q.astype(np.float32)
 
 
-# ---------------------------------------------------------------- the naive way
-
-def naive_block(prompts: np.ndarray, strings: np.ndarray, counts: np.ndarray,
-                edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Dense float32 cosines, filtered at the first edge, then per prompt and edge a sum of counts.
-
-    Returns ``(matches [prompts edges], summed [prompts edges vocab], dense_seconds)``, "cos > edge_k"
-    form (cumulative), as the original code kept them; ``dense_seconds``: normalising and the matmul.
-    """
-    t = time.perf_counter()
-    p = prompts / np.linalg.norm(prompts, axis=1, keepdims=True)
-    s = strings / np.linalg.norm(strings, axis=1, keepdims=True)
-    # torch's matmul, so both methods multiply with the same GEMM and threads
-    cos = (torch.from_numpy(p) @ torch.from_numpy(s).T).numpy()  # [prompts strings] float32, all at once
-    dense_seconds = time.perf_counter() - t
-    matches = np.zeros((len(prompts), len(edges)), dtype=np.int64)
-    summed = np.zeros((len(prompts), len(edges), counts.shape[1]), dtype=np.int64)
-    for i in range(len(prompts)):
-        idx = np.nonzero(cos[i] > edges[0])[0]
-        sims = cos[i, idx]
-        for k, edge in enumerate(edges):
-            above = idx[sims > edge]
-            matches[i, k] = len(above)
-            summed[i, k] = counts[above].sum(axis=0)
-    return matches, summed, dense_seconds
-
-
-def cumulative_to_bins(above: np.ndarray, axis: int) -> np.ndarray:
-    """From "cos > edge_k" to bins (edge_k, edge_k+1]: differences of neighbours; the last bin is open."""
-    above = np.moveaxis(above, axis, -1)
-    binned = above.copy()
-    binned[..., :-1] -= above[..., 1:]
-    return np.moveaxis(binned, -1, axis)
-
-
-# ---------------------------------------------------------------- memory
+# ---------------------------------------------------------------- measuring
 
 def rss_kib(field: str) -> int:
-    """``VmRSS`` (current) or ``VmHWM`` (peak) resident set size of this process, in KiB.
-
-    VmHWM is the counter behind ru_maxrss, without the part ru_maxrss keeps from before exec: a
-    spawned child's ru_maxrss starts at the parent's RSS at fork time."""
+    """``VmRSS`` (current) or ``VmHWM`` (peak since the last reset) of this process, in KiB."""
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
 
@@ -157,179 +96,245 @@ def reset_peak_rss() -> None:
         f.write("5")
 
 
-def ours_memory(n_prompts: int, n_strings: int, d: int, n_bins: int, vocab: int, pairs_density: float,
-                prompt_chunk: int = 256, string_chunk: int = 32768) -> dict[str, float]:
-    """Bytes ``search_block`` allocates beyond its inputs, from the arrays in src/tinylens/search.py.
-
-    ``pairs_density`` is kept for the signature's sake: the fused kernel allocates nothing per candidate.
-    """
-    block = 4 * n_strings * d  # one float32 copy of the block's strings
-    tile_pairs = prompt_chunk * min(string_chunk, n_strings)
-    steady = {
-        "unit copy of the strings (float32)": block,
-        "string norms (float64)": 8 * n_strings,
-        "int64 copy of the next-token counts (about 1.1 per string)": 9 * n_strings,
-        "prompt unit copy and norms": n_prompts * (4 * d + 8),
-        # float32 cosines + int64 columns of borderline pairs (sized for the worst case)
-        "one tile": tile_pairs * (4 + 8),
-        "bin accumulators (int64 matches and counts)": 8 * n_prompts * n_bins * (1 + vocab),
-    }
-    # _unit_float32 works in chunks of 65,536 rows, so its float64 scratch is small.
-    transient = 65536 * d * 8
-    return {"strings_block": block, "steady": sum(steady.values()), "steady_items": steady,
-            "unit_transient": transient, "extra_peak": sum(steady.values()) + transient}
+def record(times: dict, method: str, stats: dict) -> None:
+    for key, value in stats.items():
+        times[method][key].append(value)
 
 
-# ---------------------------------------------------------------- one method, in its own process
+def measured(fn) -> tuple[object, dict]:
+    """Run ``fn()``; its wall and CPU seconds (all threads) and its peak RSS above the RSS before."""
+    gc.collect()
+    base = rss_kib("VmRSS")
+    reset_peak_rss()
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    stats = {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
+             "extra_mib": (rss_kib("VmHWM") - base) / 1024}
+    return out, stats
 
-def run_method(method: str, data: str, blocks: list[int], threads: int, prompt_rows: np.ndarray,
-               d_model: int = 64, project_to: int | None = None, seed: int = 0) -> dict:
-    """Search ``blocks`` one at a time with ``method`` ("ours" or "naive"); runs in a spawned child.
 
-    Per block, the inputs (prompts, strings, counts; for ``project_to``, mapped to that width) are
-    loaded first, then the peak RSS is reset and only the search is timed and measured.
-    """
-    torch.set_num_threads(threads)
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # the caller sets the kernel's threads
-    counts = np.load(Path(data) / "counts.npy")
-    q = orthonormal_columns(project_to, d_model, seed) if project_to else None
-    t = time.perf_counter()
-    csr = CountsCSR.from_dense(counts) if method == "ours" else None  # built once for all blocks
-    seconds = time.perf_counter() - t  # the CSR build counts towards ours' time
-    # CPU seconds (all threads) next to wall seconds show whether another process took the cores.
-    dense_seconds, block_seconds, block_cpu_seconds = 0.0, [], []
-    peak_kib = extra_kib = inputs_kib = 0
-    matches, summed = [], []
-    for b in blocks:
-        strings = load_block(data, b, KIND, d_model, n_rows=len(counts))
+# ---------------------------------------------------------------- the methods
+
+def gemm_full(prompts: torch.Tensor, strings: torch.Tensor, out: torch.Tensor) -> None:
+    """(a) one float32 product per block into a preallocated output, torch's intra-op threads."""
+    with exact_float32_matmul():
+        torch.mm(prompts, strings.T, out=out)
+
+
+def gemm_tiled(prompts: torch.Tensor, strings: torch.Tensor, threads: int, prompt_chunk: int = 256,
+               string_chunk: int = 4096) -> None:
+    """(b) the same product in tiles, each worker thread multiplying its own prompt rows one tile at a
+    time (one torch thread each), as ``search_block`` does; the tile is thrown away."""
+    strings_t = strings.T
+
+    def work(p0: int) -> None:
+        a = prompts[p0 : p0 + prompt_chunk]
+        buffers = {}
+        for s0 in range(0, strings.shape[0], string_chunk):
+            width = min(string_chunk, strings.shape[0] - s0)
+            out = buffers.setdefault(width, torch.empty((len(a), width), dtype=prompts.dtype))
+            _tile_matmul(a, strings_t[:, s0 : s0 + width], out=out)
+
+    torch_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with exact_float32_matmul(), ThreadPoolExecutor(threads) as pool:
+            list(pool.map(work, range(0, prompts.shape[0], prompt_chunk)))
+    finally:
+        torch.set_num_threads(torch_threads)
+
+
+def gemm_on_device(prompts: torch.Tensor, strings: torch.Tensor, string_chunk: int = 65536) -> None:
+    """(b) on a GPU: the float32 product (no TF32) of device-resident inputs, in the tiles the GPU
+    search uses, synchronised at the end."""
+    with exact_float32_matmul():
+        for s0 in range(0, strings.shape[0], string_chunk):
+            _tile_matmul(prompts, strings[s0 : s0 + string_chunk].T)
+    torch.cuda.synchronize()
+
+
+def naive_block(prompts: np.ndarray, strings: np.ndarray, counts: np.ndarray,
+                edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense float32 cosines, filtered at the first edge, then per prompt and edge a sum of counts.
+    Returns ``(matches [prompts edges], summed [prompts edges vocab])``, "cos > edge_k" form."""
+    p = prompts / np.linalg.norm(prompts, axis=1, keepdims=True)
+    s = strings / np.linalg.norm(strings, axis=1, keepdims=True)
+    with exact_float32_matmul():
+        cos = (torch.from_numpy(p) @ torch.from_numpy(s).T).numpy()  # [prompts strings] float32
+    matches = np.zeros((len(prompts), len(edges)), dtype=np.int64)
+    summed = np.zeros((len(prompts), len(edges), counts.shape[1]), dtype=np.int64)
+    for i in range(len(prompts)):
+        idx = np.nonzero(cos[i] > edges[0])[0]
+        sims = cos[i, idx]
+        for k, edge in enumerate(edges):
+            above = idx[sims > edge]
+            matches[i, k] = len(above)
+            summed[i, k] = counts[above].sum(axis=0)
+    return matches, summed
+
+
+def cumulative_to_bins(above: np.ndarray) -> np.ndarray:
+    """From "cos > edge_k" (last axis) to bins (edge_k, edge_k+1]; the last bin is open."""
+    binned = above.copy()
+    binned[..., :-1] -= above[..., 1:]
+    return binned
+
+
+# ---------------------------------------------------------------- one shape
+
+def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to: int | None) -> dict:
+    """Every method on every block of one shape, taking turns block by block."""
+    cfg = ModelConfig.from_json(inputs["config"])
+    table = load_strings(inputs["strings"], cfg.vocab_size)
+    counts = table.counts("corpus")
+    csr = CountsCSR.from_dense(counts)
+    q = orthonormal_columns(project_to, cfg.n_embed, args.seed) if project_to else None
+    d_model = project_to or cfg.n_embed
+    device = torch.device(args.device)
+    screen = resolve_screen(args.screen, device)
+    naive_rows = prompt_rows[: args.naive_prompts]
+    check = np.random.default_rng(args.seed + 3).choice(len(prompt_rows), args.check_prompts, replace=False)
+    methods = ["ours"] + (["gemm_full"] if args.full_gemm else []) + ["gemm_tiled"]
+    methods += (["bf16_tiled"] if screen == "bfloat16" else []) + (["naive"] if len(naive_rows) else [])
+    if args.only_ours:  # the search's own time at a scale where the references would take too long
+        methods = ["ours"]
+    times = {m: {"wall": [], "cpu": [], "extra_mib": []} for m in methods}
+    agree = {"bruteforce": True, "naive_cells": 0, "naive_identical": 0}
+    torch.set_num_threads(args.threads)
+    warm = np.random.default_rng(0).normal(size=(300, d_model)).astype(np.float32)
+    search_block(warm[:3], warm, csr.take(np.arange(300)), EDGES, screen=screen, threads=args.threads,
+                 device=device)  # compiles the kernels once
+    for b in range(cfg.n_layer):
+        strings = load_block(inputs["dumps"], b, KIND, cfg.n_embed, n_rows=len(table))
         if q is not None:
-            strings = (strings @ q.T).astype(np.float32)
-        prompts = strings[prompt_rows]
-        gc.collect()
-        base = rss_kib("VmRSS")
-        reset_peak_rss()
-        t, cpu = time.perf_counter(), time.process_time()
-        if method == "ours":
-            m, c = search_block(prompts, strings, csr, EDGES)
-        else:
-            m, c, dense = naive_block(prompts, strings, counts, EDGES)
-            dense_seconds += dense
-        block_seconds.append(time.perf_counter() - t)
-        block_cpu_seconds.append(time.process_time() - cpu)
-        peak = rss_kib("VmHWM")
-        if peak - base > extra_kib:
-            peak_kib, extra_kib, inputs_kib = peak, peak - base, base
-        matches.append(m)
-        summed.append(c)
-        del strings, prompts
-    return {"seconds": seconds + sum(block_seconds), "block_seconds": block_seconds,
-            "block_cpu_seconds": block_cpu_seconds,
-            "dense_seconds": dense_seconds, "peak_mib": peak_kib / 1024, "extra_mib": extra_kib / 1024,
-            "inputs_mib": inputs_kib / 1024, "pairs": len(prompt_rows) * len(counts) * len(blocks),
-            "matches": np.stack(matches, axis=1), "counts": np.stack(summed, axis=1)}
-
-
-def in_child(**kwargs) -> dict:
-    """``run_method`` in a fresh spawned process, so its peak RSS is its own."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(run_method, **kwargs).result()
+            strings = strings @ q.T  # [strings 384], float32
+        prompts = np.ascontiguousarray(strings[prompt_rows])
+        strings = np.require(strings, requirements="W")  # torch wants writable arrays
+        p_t, s_t = torch.from_numpy(prompts), torch.from_numpy(strings)
+        # ours, then the GEMMs, then the references: the same order in every block
+        (m, c), st = measured(partial(search_block, prompts, strings, csr, EDGES, screen=screen,
+                                      threads=args.threads, device=device))
+        record(times, "ours", st)
+        if "gemm_full" in times:
+            out = torch.empty((len(prompts), len(strings)), dtype=torch.float32)
+            record(times, "gemm_full", measured(partial(gemm_full, p_t, s_t, out))[1])
+            del out
+        if device.type == "cuda" and "gemm_tiled" in times:
+            p_d, s_d = p_t.to(device), s_t.to(device)
+            gemm_on_device(p_d, s_d)  # warm
+            record(times, "gemm_tiled", measured(partial(gemm_on_device, p_d, s_d))[1])
+            del p_d, s_d
+        elif "gemm_tiled" in times:
+            record(times, "gemm_tiled", measured(partial(gemm_tiled, p_t, s_t, args.threads))[1])
+        if "bf16_tiled" in times:
+            record(times, "bf16_tiled", measured(partial(gemm_tiled, p_t.bfloat16(), s_t.bfloat16(), args.threads))[1])
+        if "naive" in times:
+            (nm, nc), st = measured(partial(naive_block, prompts[: len(naive_rows)], strings, counts, EDGES))
+            record(times, "naive", st)
+            bins_m, bins_c = cumulative_to_bins(nm), cumulative_to_bins(np.moveaxis(nc, 1, 2))
+            same = (bins_m == m[: len(naive_rows)]) & (np.moveaxis(bins_c, 2, 1) == c[: len(naive_rows)]).all(-1)
+            agree["naive_cells"] += same.size
+            agree["naive_identical"] += int(same.sum())
+        em, ec = search_block_bruteforce(prompts[check], strings, counts, EDGES)
+        agree["bruteforce"] &= bool(np.array_equal(em, m[check]) and np.array_equal(ec, c[check]))
+        print(f"  {name} block {b}: " + ", ".join(f"{k} {t['wall'][-1]:.2f} s (CPU {t['cpu'][-1]:.1f})"
+                                                   for k, t in times.items())
+              + f" [naive: {len(naive_rows)} prompts]; load {os.getloadavg()[0]:.1f}", flush=True)
+        del strings, prompts, p_t, s_t
+    pairs = len(prompt_rows) * len(table) * cfg.n_layer
+    total = {m: {k: float(np.sum(v)) if k != "extra_mib" else float(np.max(v)) for k, v in t.items()}
+             for m, t in times.items()}
+    if "naive" in total:
+        total["naive_projected"] = {k: total["naive"][k] * len(prompt_rows) / len(naive_rows) for k in ("wall", "cpu")}
+    gemms = [m for m in ("gemm_full", "gemm_tiled") if m in total] or ["ours"]
+    bare = min(gemms, key=lambda k: total[k]["wall"])
+    bare_cpu = min(gemms, key=lambda k: total[k]["cpu"])
+    return {
+        "shape": name, "d_model": d_model, "prompts": len(prompt_rows), "strings": len(table),
+        "blocks": cfg.n_layer, "pairs": pairs, "screen": screen, "threads": args.threads,
+        "projected_from": cfg.n_embed if q is not None else None, "naive_prompts": len(naive_rows),
+        "times": total, "per_block": times, "bare_gemm": bare,
+        "ratio_wall": total["ours"]["wall"] / total[bare]["wall"],
+        "ratio_cpu": total["ours"]["cpu"] / total[bare_cpu]["cpu"],
+        "naive_over_ours": total["naive_projected"]["wall"] / total["ours"]["wall"] if "naive" in total else None,
+        "gemm_tflops": 2 * pairs * d_model / total[bare]["wall"] / 1e12,
+        "matches_per_prompt_block": float(m.sum() / len(prompt_rows)),
+        "exact_vs_bruteforce": agree["bruteforce"], "check_prompts": len(check),
+        "naive_identical_fraction": agree["naive_identical"] / max(agree["naive_cells"], 1),
+    }
 
 
 # ---------------------------------------------------------------- main
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--strings", type=int, default=200_000, help="random sample of the 858,923 strings")
-    parser.add_argument("--prompts", type=int, default=200, help="prompts, a random sample of those strings")
-    parser.add_argument("--blocks", type=int, nargs="+", default=list(range(6)), help="blocks searched")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads of each method")
-    parser.add_argument("--slice-prompts", type=int, default=256,
-                        help="prompts of the d=384 projection slice (256 = one full prompt chunk)")
+    parser.add_argument("--results", type=Path, default=Path("results/small"),
+                        help="a finished run (the small preset) whose strings and dumps are searched")
+    parser.add_argument("--paper-results", type=Path, help="a finished run with d_model 384 for the paper shapes "
+                        "(default: --results' activations mapped to 384 dimensions)")
+    parser.add_argument("--shapes", nargs="+", default=["paper", "small"], choices=["paper", "small"])
+    parser.add_argument("--prompts", type=int, default=1000, help="prompts (a fixed random sample of the strings)")
+    parser.add_argument("--naive-prompts", type=int, default=20, help="of those, searched the naive way too")
+    parser.add_argument("--full-gemm", action="store_true", help="also time the bare GEMM as one mm per block")
+    parser.add_argument("--only-ours", action="store_true", help="time the search alone (e.g. 20,000 prompts)")
+    parser.add_argument("--check-prompts", type=int, default=10, help="of those, checked against float64")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--screen", default="auto", choices=["auto", "float32", "bfloat16"])
+    parser.add_argument("--device", default="cpu", help="where ours and the bare GEMM run (cpu or cuda)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--model", type=Path, required=True,
-                        help="a trained model's folder, e.g. results/small/models/seed1337")
-    parser.add_argument("--corpus", type=Path, required=True, help="TinyShakespeare's input.txt")
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "tinylens-bench-search",
-                        help="activation dumps, reused across runs (default: %(default)s)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
-    data = prepare_cache(args.cache, args.model, args.corpus, args.strings, args.seed)
-    meta = json.loads((data / "meta.json").read_text())
-    n_strings, vocab = np.load(data / "counts.npy", mmap_mode="r").shape
-    prompt_rows = sample_rows(n_strings, args.prompts, args.seed + 1)
-    common = {"data": str(data), "blocks": args.blocks, "threads": args.threads}
+    small = run_inputs(args.results)
+    n_strings = len(load_strings(small["strings"], ModelConfig.from_json(small["config"]).vocab_size))
+    prompt_rows = np.sort(np.random.default_rng(args.seed + 1).choice(n_strings, args.prompts, replace=False))
+    device = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
+    if args.device != "cpu":
+        device += f", {torch.cuda.get_device_name()}"
+    print(f"{device}; torch {torch.__version__}, numpy {np.__version__}; bf16 screen available: "
+          f"{resolve_screen('auto') == 'bfloat16'}; load average at start {os.getloadavg()}", flush=True)
+    rows = []
+    for shape in args.shapes:
+        if shape == "paper" and args.paper_results:
+            rows.append(run_shape(shape, run_inputs(args.paper_results), prompt_rows, args, None))
+        else:
+            rows.append(run_shape(shape, small, prompt_rows, args, 384 if shape == "paper" else None))
+    load_end = os.getloadavg()
 
-    ours = in_child(method="ours", prompt_rows=prompt_rows, **common)
-    naive = in_child(method="naive", prompt_rows=prompt_rows, **common)
-    naive_matches = cumulative_to_bins(naive["matches"], axis=2)
-    naive_counts = cumulative_to_bins(naive["counts"], axis=2)
-    cell_agrees = (naive_matches == ours["matches"]) & (naive_counts == ours["counts"]).all(axis=-1)
-    ratio = naive["seconds"] / ours["seconds"]
-
-    # Paper-scale projection: ours at d=384 on a slice with the real cosines.
-    slice_rows = sample_rows(n_strings, args.slice_prompts, args.seed + 2)
-    wide = in_child(method="ours", prompt_rows=slice_rows, project_to=PAPER["d_model"], seed=args.seed, **common)
-    pairs_per_s = wide["pairs"] / wide["seconds"]
-    paper_pairs = PAPER["prompts"] * PAPER["strings"] * PAPER["blocks"]
-    density = ours["matches"].sum() / ours["pairs"]
-    n_bins = len(EDGES)
-    slice_model = ours_memory(len(slice_rows), n_strings, PAPER["d_model"], n_bins, vocab, density)
-    paper_model = ours_memory(PAPER["prompts"], PAPER["strings"], PAPER["d_model"], n_bins, vocab, density)
-    paper_inputs = paper_model["strings_block"] + PAPER["prompts"] * PAPER["d_model"] * 4
-    naive_dense = PAPER["prompts"] * PAPER["strings"] * 4
-
-    paper_seconds = paper_pairs / pairs_per_s
-    matches_diff = int(np.abs(naive_matches - ours["matches"]).sum())
-    device = f"{platform.machine()}, {os.cpu_count()} CPUs"
-
-    print(f"{n_strings:,} strings (of {meta['total_strings']:,}), {len(prompt_rows)} prompts, blocks {args.blocks}, "
-          f"{args.threads} threads, {len(EDGES)} edges from {EDGES[0]}; torch {torch.__version__}, "
-          f"numpy {np.__version__}; {device}")
-    print(f"matches above {EDGES[0]}: {density * n_strings:,.0f} per prompt and block ({density:.2%} of pairs)\n")
-    print("| method | search time (s) | pairs/s | peak RSS (MiB) | above inputs (MiB) | result |")
-    print("|---|---|---|---|---|---|")
-    agree = ("identical" if cell_agrees.all() else f"{cell_agrees.mean():.2%} of (prompt, block, bin) cells "
-             f"identical; match counts differ by {matches_diff} in all")
-    for name, r, result in (("ours: `search_block` (exact)", ours, "reference"),
-                            ("naive: dense float32 matrix + per-prompt loop", naive, agree)):
-        matrix = f" (matrix {r['dense_seconds']:.2f})" if r["dense_seconds"] else ""
-        print(f"| {name} | {r['seconds']:.2f}{matrix} | {r['pairs'] / r['seconds']:,.0f} | {r['peak_mib']:,.0f} "
-              f"| {r['extra_mib']:,.0f} | {result} |")
-    print(f"\nnaive / ours: {ratio:.1f}x time, {naive['extra_mib'] / ours['extra_mib']:.2f}x memory above inputs\n")
-    print(f"| paper scale: {PAPER['prompts']:,} prompts x {PAPER['strings']:,} strings x {PAPER['blocks']} blocks, "
-          f"d {PAPER['d_model']} | |")
-    print("|---|---|")
-    print(f"| ours, d=384 slice ({len(slice_rows)} prompts x {n_strings:,} strings x {len(args.blocks)} blocks) | "
-          f"{wide['seconds']:.2f} s = {pairs_per_s:,.0f} pairs/s; peak RSS {wide['peak_mib']:,.0f} MiB, "
-          f"{wide['extra_mib']:,.0f} MiB above inputs (size model: {slice_model['extra_peak'] / MIB:,.0f} MiB) |")
-    print(f"| ours, projected time | {paper_seconds:,.0f} s = {paper_seconds / 60:.1f} min |")
-    print(f"| ours, estimated peak memory per block | {(paper_inputs + paper_model['extra_peak']) / 1e9:.2f} GB = "
-          f"{paper_inputs / 1e9:.2f} inputs + {paper_model['steady'] / 1e9:.2f} working arrays + "
-          f"{paper_model['unit_transient'] / 1e9:.2f} normalising scratch |")
-    print(f"| naive, dense float32 matrix per block | {naive_dense / 1e9:.1f} GB |")
-
+    print(f"\nload average at the end {load_end}\n")
+    print("| shapes | ours (s) | bare fp32 GEMM (s): tiled / one mm | bf16 GEMM, tiled (s) | naive (s, projected) "
+          "| **ours / GEMM** wall (CPU) | naive / ours | exact |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        t = r["times"]
+        bf16 = f"{t['bf16_tiled']['wall']:.1f}" if "bf16_tiled" in t else "-"
+        naive = (f"{t['naive_projected']['wall']:,.0f} ({r['naive_prompts']} prompts: {t['naive']['wall']:.1f})"
+                 if "naive" in t else "-")
+        naive_ratio = f"{r['naive_over_ours']:.0f}x" if r["naive_over_ours"] else "-"
+        if "gemm_tiled" not in t:
+            print(f"| {r['shape']}: {r['prompts']:,} prompts, d_model {r['d_model']}, ours alone | "
+                  f"{t['ours']['wall']:.1f} s ({t['ours']['cpu']:.1f} CPU-s) |")
+            continue
+        print(f"| {r['shape']}: {r['prompts']:,} prompts x {r['strings']:,} strings x {r['blocks']} blocks, "
+              f"d_model {r['d_model']}{' (projected)' if r['projected_from'] else ''}, {r['screen']} screen "
+              f"| {t['ours']['wall']:.1f} | {t['gemm_tiled']['wall']:.1f} / "
+              f"{format(t['gemm_full']['wall'], '.1f') if 'gemm_full' in t else '-'} "
+              f"({r['gemm_tflops']:.2f} TFLOP/s) | {bf16} | {naive} "
+              f"| **{r['ratio_wall']:.2f}** ({r['ratio_cpu']:.2f}) | {naive_ratio} "
+              f"| float64 on {r['check_prompts']} prompts: {'identical' if r['exact_vs_bruteforce'] else 'DIFFERENT'}; "
+              f"naive: {r['naive_identical_fraction']:.2%} of cells |")
+    print("\nmemory above the inputs (MiB, the largest block): "
+          + "; ".join(f"{r['shape']}: ours {r['times']['ours']['extra_mib']:,.0f}"
+                      + (f", tiled GEMM {r['times']['gemm_tiled']['extra_mib']:,.0f}" if "gemm_tiled" in r["times"] else "")
+                      + (f", naive {r['times']['naive']['extra_mib']:,.0f} for {r['naive_prompts']} prompts"
+                         if "naive" in r["times"] else "") for r in rows))
     if args.json:
-        def summary(r: dict) -> dict:
-            return {k: v for k, v in r.items() if k not in ("matches", "counts")}
-
         args.json.write_text(json.dumps({
             "date": datetime.date.today().isoformat(), "device": device, "torch": torch.__version__,
-            "numpy": np.__version__, "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-            "strings": int(n_strings), "total_strings": meta["total_strings"], "prompts": len(prompt_rows),
-            "edges": EDGES.tolist(), "density_per_pair": float(density),
-            "ours": summary(ours), "naive": summary(naive), "time_ratio": ratio,
-            "agreement": {"identical": bool(cell_agrees.all()), "cell_fraction": float(cell_agrees.mean()),
-                          "matches_abs_diff": matches_diff},
-            "projection": {
-                "slice": summary(wide) | {"prompts": len(slice_rows), "d_model": PAPER["d_model"],
-                                          "pairs_per_s": pairs_per_s,
-                                          "model_extra_mib": slice_model["extra_peak"] / MIB},
-                "paper": PAPER, "ours_seconds": paper_seconds,
-                "ours_memory_bytes": {"inputs": paper_inputs} | paper_model,
-                "naive_dense_matrix_bytes": naive_dense,
-            },
+            "numpy": np.__version__, "load_end": load_end,
+            "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "shapes": rows,
         }, indent=2))
+
 
 if __name__ == "__main__":
     main()

@@ -13,6 +13,7 @@ means "fraction of what this machine's GEMM reaches").
 
     python benchmarks/train_throughput.py                    # paper model, auto device
     python benchmarks/train_throughput.py --batch-size 4 --steps 5 --json out.json
+    python benchmarks/train_throughput.py --device cuda --compile default reduce-overhead   # + torch.compile'd steps
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import yaml
 from tinylens.config import model_config
 from tinylens.model import Transformer, estimate_flops_per_token
 from tinylens.reference import ReferenceTransformer, load_fused_weights
-from tinylens.train import autocast_for, select_device
+from tinylens.train import autocast_for, compiled, select_device
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,23 +62,28 @@ def peak_flops(device: torch.device) -> tuple[float, str]:
     return 2 * n**3 / min(times), f"measured fp32 {n}x{n} GEMM, {torch.get_num_threads()} threads"
 
 
-def time_steps(model: Transformer, batches, device: torch.device, warmup: int) -> list[float]:
-    """Seconds per training step (forward, backward, AdamW) after ``warmup`` steps."""
+def time_steps(model: Transformer, batches, device: torch.device, warmup: int,
+               compile_mode: str | None = None) -> tuple[list[float], float]:
+    """Seconds per training step (forward, backward, AdamW) after ``warmup`` steps, and the seconds of
+    the warm-up steps (which include compiling)."""
     model.train()
+    step_model = compiled(model, compile_mode)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=device.type == "cuda")
-    times = []
+    times, warm = [], 0.0
     for i, (x, y) in enumerate(batches):
         sync(device)
         t = time.perf_counter()
         with autocast_for(device):
-            _, loss = model(x, y)
+            _, loss = step_model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         sync(device)
         if i >= warmup:
             times.append(time.perf_counter() - t)
-    return times
+        else:
+            warm += time.perf_counter() - t
+    return times, warm
 
 
 def main() -> None:
@@ -88,6 +94,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="timed steps per model")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's)")
+    parser.add_argument("--compile", nargs="*", default=[], help="also time the fused model torch.compile'd "
+                        "with these modes (tinylens.train.COMPILE_MODES)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
@@ -114,13 +122,19 @@ def main() -> None:
     fused = Transformer(cfg).to(device)
     reference = load_fused_weights(ReferenceTransformer(cfg), fused).to(device)
     results = {}
-    for name, model in (("reference (per-head)", reference), ("tinylens (fused)", fused)):
-        times = time_steps(model, batches, device, args.warmup)
+    runs = [("reference (per-head)", reference, None), ("tinylens (fused)", fused, None)]
+    runs += [(f"tinylens (fused), torch.compile {mode}", fused, mode) for mode in args.compile]
+    for name, model, mode in runs:
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        times, warm = time_steps(model, batches, device, args.warmup, mode)
         step = statistics.median(times)
         results[name] = {
             "s_per_step": step,
             "tokens_per_s": tokens / step,
             "mfu": flops_token * tokens / step / peak,
+            "warmup_s": warm,
+            "peak_gpu_mib": torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None,
         }
     speedup = results["reference (per-head)"]["s_per_step"] / results["tinylens (fused)"]["s_per_step"]
 
@@ -129,10 +143,11 @@ def main() -> None:
           f"{flops_token / 1e6:.1f} MFLOP/token")
     print(f"device {device_name} ({device.type}, {torch.get_num_threads()} threads), torch {torch.__version__}")
     print(f"peak {peak / 1e12:.3f} TFLOP/s ({peak_source})")
-    print("| model | s/step | tokens/s | MFU |")
-    print("|---|---|---|---|")
+    print("| model | s/step | tokens/s | MFU | warm-up steps (s, incl. compiling) |")
+    print("|---|---|---|---|---|")
     for name, r in results.items():
-        print(f"| {name} | {r['s_per_step']:.4f} | {r['tokens_per_s']:,.0f} | {100 * r['mfu']:.1f}% |")
+        print(f"| {name} | {r['s_per_step']:.4f} | {r['tokens_per_s']:,.0f} | {100 * r['mfu']:.1f}% "
+              f"| {r['warmup_s']:.1f} |")
     print(f"fused vs reference: {speedup:.2f}x")
     if args.json:
         args.json.write_text(json.dumps({

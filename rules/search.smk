@@ -16,10 +16,12 @@ rule search_shard:
         shard=lambda wc: int(wc.scatteritem.split("-of-")[0]),
         n_shards=ANALYSIS["search_shards"],
         grid=config["threshold_grid"],
+        device=config["device"],
     threads: ANALYSIS["search_threads"]
     resources:
         mem_mb=per_row("strings", 600, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL),
         runtime=per_row("strings", 5, row_seconds=2e-7 * PROMPTS_PER_SHARD * N_LAYER * max(1, D_MODEL / 64)),
+        gpu=TRAIN["resources"]["gpu"],
     log:
         results("logs/search_{mode}_{scatteritem}.log"),
     benchmark:
@@ -48,8 +50,9 @@ rule verify_search:
         seed=config["prompt_seed"],
         grid=config["threshold_grid"],
     resources:
-        # the dense float64 brute force holds a few [verify_prompts strings] matrices
-        mem_mb=per_row("strings", 600, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL + 56 * ANALYSIS["verify_prompts"]),
+        # one block of strings and its unit copy (float32; 4.8 bytes per value measured at paper_short,
+        # 8 declared); the float64 brute force holds a few [verify_prompts strings] matrices
+        mem_mb=per_row("strings", 600, STRING_BYTES + 8 * D_MODEL + 56 * ANALYSIS["verify_prompts"]),
         runtime=per_row("strings", 5, row_seconds=2e-6 * ANALYSIS["verify_prompts"] * N_LAYER * len(MODES)),
     log:
         results("logs/verify_search.log"),

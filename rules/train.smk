@@ -16,6 +16,7 @@ rule train_model:
         # this seed's settings (its own last step where final_step_by_seed names it)
         train=lambda wc: seed_train_settings(TRAIN, int(wc.seed)),
         device=config["device"],
+        compile=TRAIN.get("compile", "none"),
         # Unfinished work (resume state, checkpoints so far) lives here, outside the
         # outputs, so Snakemake never deletes it and a rerun resumes from it.
         work_dir=lambda wc: results(f"models/seed{wc.seed}.partial"),

@@ -30,8 +30,9 @@ with log_to(snakemake.log[0]) as log:
     tuned = read_json(inp.tuned)
     q = {seed: softmax(load_logits(Path(path).parent, cfg.vocab_size, n_rows=n)) for seed, path in zip(p.seeds, inp.logits)}
     alternates = [s for s in p.seeds if s != p.original]
-    columns = evaluate(cumulative(counts, axis=2), cumulative(matches, axis=2), q[p.original],
-                       {s: q[s] for s in alternates}, tuned_setting(tuned, edges),
+    # in place: the counts are the run's largest array (no second copy of them)
+    columns = evaluate(cumulative(counts, axis=2, out=counts), cumulative(matches, axis=2, out=matches),
+                       q[p.original], {s: q[s] for s in alternates}, tuned_setting(tuned, edges),
                        paper_setting(tuned["paper_values"], edges, cfg.n_layer) if "paper_values" in tuned else None)
     table = load_strings(inp.strings, cfg.vocab_size)
     in_train = in_train_text(prompts["string"], table.strings, table.in_train)

@@ -1,8 +1,8 @@
 """Exact similarity search of one prompt shard against every string, binned (rule search_shard)."""
 
+import time
 from pathlib import Path
 
-import numba
 import numpy as np
 import torch
 
@@ -11,11 +11,11 @@ from tinylens.logs import log_to
 from tinylens.model import ModelConfig
 from tinylens.search import CountsCSR, search_prompts, threshold_edges, write_summary
 from tinylens.strings import load_prompts, load_strings, prompt_shard
+from tinylens.train import select_device
 
 with log_to(snakemake.log[0]) as log:
     p, inp = snakemake.params, snakemake.input
     torch.set_num_threads(snakemake.threads)
-    numba.set_num_threads(min(snakemake.threads, numba.config.NUMBA_NUM_THREADS))
     cfg = ModelConfig.from_json(inp.model_config)
     table = load_strings(inp.strings, cfg.vocab_size)
     prompts = load_prompts(inp.prompts)
@@ -28,8 +28,21 @@ with log_to(snakemake.log[0]) as log:
     prompt_dir, string_dir = Path(inp.prompt_logits).parent, Path(inp.string_logits).parent
     prompt_blocks = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed, n_rows=len(prompts["prompt_id"]))[rows]
                      for b in range(cfg.n_layer)]
-    matches, summed = search_prompts(
-        prompt_blocks, lambda b: load_block(string_dir, b, "ffwd_out", cfg.n_embed, n_rows=len(table)),
-        counts, threshold_edges(**p.grid), members)
+    device = select_device(p.device)
+    log.info("searching on %s with %d threads", device, snakemake.threads)
+    loading = []
+
+    def string_block(b):
+        start = time.perf_counter()
+        block = load_block(string_dir, b, "ffwd_out", cfg.n_embed, n_rows=len(table))
+        loading.append(time.perf_counter() - start)
+        return block
+
+    start = time.perf_counter()
+    matches, summed = search_prompts(prompt_blocks, string_block, counts, threshold_edges(**p.grid), members,
+                                     device=device, threads=snakemake.threads)
+    total = time.perf_counter() - start
+    log.info("searched %d prompts x %d strings x %d blocks in %.1f s (+ %.1f s reading the string blocks)",
+             len(rows), len(table), cfg.n_layer, total - sum(loading), sum(loading))
     write_summary(snakemake.output.shard, ids, matches, summed)
     log.info("wrote %s", snakemake.output.shard)

@@ -14,6 +14,9 @@ with log_to(snakemake.log[0]) as log:
     torch.set_num_threads(snakemake.threads)
     tokenizer = CharTokenizer.load(snakemake.input.tokenizer)
     device = select_device(params.device)
+    # torch.compile pays on a GPU (fewer, fused kernels); on a CPU compiling costs more than it saves
+    compile_mode = params.compile if device.type == "cuda" and params.compile != "none" else None
+    log.info("training seed %d on %s (compile: %s)", params.seed, device, compile_mode or "none")
     result = train(
         model_config(params.model, tokenizer.vocab_size),
         train_config(params.train, params.seed),
@@ -21,6 +24,7 @@ with log_to(snakemake.log[0]) as log:
         load_ids(snakemake.input.val),
         work_dir=params.work_dir,
         device=device,
+        compile=compile_mode,
     )
     publish(result, params.work_dir, Path(out.weights).parent, snakemake.input.tokenizer)
     log.info("seed %d: train loss %.4f, val loss %.4f; wrote %s", params.seed,

@@ -257,6 +257,9 @@ def test_summary_for_prompts_joins_shards_by_prompt_id(tmp_path):
     rows = [order.index(i) for i in ids]
     np.testing.assert_array_equal(m[rows], matches)
     np.testing.assert_array_equal(c[rows], counts)
+    m, c = summary_for_prompts([tmp_path / "b.parquet", tmp_path / "a.parquet"], ids, 2, 3, 4)  # in id order
+    np.testing.assert_array_equal(m, matches)
+    np.testing.assert_array_equal(c, counts)
     with pytest.raises(ValueError, match=r"does not line up with the prompt table: ids missing \[16\].*"
                                          r"unexpected ids \[10\]"):
         summary_for_prompts([tmp_path / "b.parquet", tmp_path / "a.parquet"], [11, 12, 13, 14, 15, 16], 2, 3, 4)

@@ -203,3 +203,18 @@ def test_every_problem_is_listed_at_once(config, schema):
     with pytest.raises(ConfigError) as err:
         validate_config(bad, schema)
     assert "'threshold_grid'" in str(err.value) and "'presets.small.analysis.search_shards'" in str(err.value)
+
+
+def test_paper_short_is_the_paper_data_path_with_short_training(config):
+    """paper_short differs from paper only in the training budget, the CPU layout of the jobs and the
+    strings' activation kinds (only the one the search reads)."""
+    paper, short = config["presets"]["paper"], config["presets"]["paper_short"]
+    assert short["model"] == paper["model"] and short["corpus_chars"] == paper["corpus_chars"]
+    layout = {"dump_batch_size", "dump_threads", "search_shards", "search_threads", "string_kinds"}
+    assert {k: v for k, v in short["analysis"].items() if k not in layout} == \
+        {k: v for k, v in paper["analysis"].items() if k not in layout}
+    assert short["train"]["phases"][-1]["until"] <= 500 and short["train"]["resources"]["gpu"] == 0
+    for name, preset in config["presets"].items():  # a 16 GB machine trains every CPU preset
+        if not preset["train"]["resources"]["gpu"]:
+            assert preset["train"]["resources"]["mem_mb"] <= 8192, name
+    assert short["analysis"]["string_kinds"] == ["ffwd_out"]

@@ -1,10 +1,15 @@
 import numpy as np
 import pytest
+import torch
 
+import tinylens.search as search_module
 from tinylens.search import (
     CountsCSR,
     cumulative,
+    exact_float32_matmul,
+    resolve_screen,
     rounding_margin,
+    screen_margin,
     search_block,
     search_block_bruteforce,
     search_prompts,
@@ -37,14 +42,22 @@ def _correlated(rng, n_prompts: int, n_strings: int) -> tuple[np.ndarray, np.nda
     return prompts, strings
 
 
+#: Every way the search can run on a CPU: both screens, the compiled pass and the torch pass (the GPU's).
+VARIANTS = [dict(screen=s, binner=b) for s in ("float32", "bfloat16") for b in ("compiled", "torch")]
+VARIANTS.append(dict(screen="bfloat16", binner="compiled", dense_fraction=0.0))  # every tile: one float32 product
+if torch.cuda.is_available():  # the GPU's path: the torch pass with the float32 screen
+    VARIANTS.append(dict(device="cuda"))
+
+
 def _check(prompts, strings, counts, edges=EDGES, members=None, **chunks):
     csr = CountsCSR.from_dense(counts, members)
-    got_m, got_c = search_block(prompts, strings, csr, edges, members, **chunks)
     exp_m, exp_c = search_block_bruteforce(prompts, strings, counts, edges, members)
-    assert got_m.shape == (len(prompts), len(edges))
-    assert got_c.shape == (len(prompts), len(edges), counts.shape[1])
-    assert np.array_equal(got_m, exp_m), np.argwhere(got_m != exp_m)[:10]
-    assert np.array_equal(got_c, exp_c), np.argwhere(got_c != exp_c)[:10]
+    for variant in VARIANTS:
+        got_m, got_c = search_block(prompts, strings, csr, edges, members, **variant, **chunks)
+        assert got_m.shape == (len(prompts), len(edges))
+        assert got_c.shape == (len(prompts), len(edges), counts.shape[1])
+        assert np.array_equal(got_m, exp_m), (variant, np.argwhere(got_m != exp_m)[:10])
+        assert np.array_equal(got_c, exp_c), (variant, np.argwhere(got_c != exp_c)[:10])
     return exp_m, exp_c
 
 
@@ -164,11 +177,12 @@ def test_exact_edge_cosines_land_in_the_lower_bin():
     prompts[0, 0] = 1
     counts = np.zeros((3, VOCAB), dtype=np.uint32)
     counts[:, 0] = 1
-    m, c = search_block(prompts, strings, CountsCSR.from_dense(counts), EDGES)
     expected = np.zeros(len(EDGES), dtype=np.int64)
     expected[[9, 25, 29]] = 1  # (0.79, 0.8], (0.95, 0.96], the open last bin
-    np.testing.assert_array_equal(m[0], expected)
-    np.testing.assert_array_equal(c[0, :, 0], expected)
+    for variant in VARIANTS:
+        m, c = search_block(prompts, strings, CountsCSR.from_dense(counts), EDGES, **variant)
+        np.testing.assert_array_equal(m[0], expected)
+        np.testing.assert_array_equal(c[0, :, 0], expected)
 
 
 def test_members_mask_matches_bruteforce():
@@ -180,9 +194,10 @@ def test_members_mask_matches_bruteforce():
     full, _ = search_block_bruteforce(prompts, strings, counts, EDGES)
     assert 0 < m.sum() < full.sum()  # the mask removed some matches, not all
     # the mask also drops the counts when the CSR itself is unmasked
-    got = search_block(prompts, strings, CountsCSR.from_dense(counts), EDGES, members)
     exp = search_block_bruteforce(prompts, strings, counts, EDGES, members)
-    assert np.array_equal(got[0], exp[0]) and np.array_equal(got[1], exp[1])
+    for variant in VARIANTS:
+        got = search_block(prompts, strings, CountsCSR.from_dense(counts), EDGES, members, **variant)
+        assert np.array_equal(got[0], exp[0]) and np.array_equal(got[1], exp[1])
 
 
 @pytest.mark.parametrize("prompt_chunk, string_chunk", [(7, 50), (1, 1000), (64, 33), (3, 1)])
@@ -252,3 +267,142 @@ def test_self_matches_with_an_edge_at_one_match_bruteforce():
     edges = threshold_edges(0.70, 0.01, 31)
     assert edges[-1] == 1.0
     _check(prompts, prompts.copy(), np.ones((50, VOCAB), dtype=np.uint32), edges=edges)
+
+
+def test_worker_threads_give_the_same_result():
+    rng = np.random.default_rng(10)
+    prompts, strings = _correlated(rng, 37, 500)
+    counts = _counts(rng, 500, max_tokens=3)
+    expected = search_block_bruteforce(prompts, strings, counts, EDGES)
+    for threads in (1, 2, 3):
+        got = search_block(prompts, strings, CountsCSR.from_dense(counts), EDGES, threads=threads,
+                           prompt_chunk=5, string_chunk=64)
+        assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+
+
+def _unit_rows(x):
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("d", [16, 384])
+def test_screen_values_are_within_their_margin(d):
+    """The proven bounds hold on real screen tiles: unit vectors with a few large coordinates (the worst
+    case for relative rounding), pairs at every cosine from -1 to 1."""
+    rng = np.random.default_rng(11)
+    p = rng.normal(size=(64, d)) * rng.choice([1.0, 30.0], p=[0.9, 0.1], size=(64, d))
+    s = np.concatenate([p[rng.integers(0, 64, 2000)] + rng.normal(size=(2000, d)) * rng.uniform(0, 3, (2000, 1)),
+                        rng.normal(size=(2000, d))])
+    exact = _unit_rows(p) @ _unit_rows(s).T  # float64
+    for screen, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+        a = torch.from_numpy(_unit_rows(p.astype(np.float32).astype(np.float64)).astype(np.float32)).to(dtype)
+        b = torch.from_numpy(_unit_rows(s.astype(np.float32).astype(np.float64)).astype(np.float32)).to(dtype)
+        with exact_float32_matmul():
+            tile = (a @ b.T).double().numpy()
+        error = np.abs(tile - exact).max()
+        assert error <= screen_margin(d, screen), (screen, error)
+        assert error > screen_margin(d, screen) / 200  # the bound is not vacuous: it is near the real error
+    assert (np.abs(exact) > 0.7).sum() >= 1000  # pairs around the grid, not only near 0
+
+
+def test_resolve_screen():
+    assert resolve_screen("float32") == "float32" and resolve_screen("bfloat16", "cpu") == "bfloat16"
+    assert resolve_screen("auto", "cuda") == "float32"  # a GPU screens in float32 (no TF32)
+    assert resolve_screen("auto", "cpu") in ("float32", "bfloat16")
+    with pytest.raises(ValueError, match="unknown screen"):
+        resolve_screen("float16")
+    with pytest.raises(ValueError, match="not available"):
+        search_block(np.ones((1, 4), np.float32), np.ones((1, 4), np.float32),
+                     CountsCSR.from_dense(np.ones((1, VOCAB))), EDGES, binner="compiled", device="meta")
+
+
+@pytest.mark.parametrize("binner", ["compiled", "torch"])
+def test_the_search_runs_its_float32_matmuls_in_full_precision(monkeypatch, binner):
+    """A user (or another library) may allow TF32 / bf16 for float32 matmuls; the search must not use it
+    (its error bound assumes float32), and must leave the user's setting as it found it."""
+    seen = []
+    real = search_module._tile_matmul
+
+    def spy(a, b_t, out=None):
+        seen.append((a.dtype, torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32))
+        return real(a, b_t, out=out)
+
+    monkeypatch.setattr(search_module, "_tile_matmul", spy)
+    rng = np.random.default_rng(12)
+    prompts, strings = _correlated(rng, 10, 200)
+    counts = _counts(rng, 200)
+    previous = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")  # TF32 on a GPU, bf16 inside float32 matmuls on a CPU
+        got = search_block(prompts, strings, CountsCSR.from_dense(counts), EDGES, screen="float32", binner=binner)
+        assert torch.get_float32_matmul_precision() == "medium"  # restored
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    assert seen and all(dtype == torch.float32 and precision == "highest" and not tf32
+                        for dtype, precision, tf32 in seen), seen
+    expected = search_block_bruteforce(prompts, strings, counts, EDGES)
+    assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+
+
+def test_a_float32_tile_refuses_reduced_precision():
+    previous = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        with pytest.raises(RuntimeError, match="reduced precision"):
+            search_module._tile_matmul(torch.ones(2, 3), torch.ones(3, 2))
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def test_bruteforce_chunks_give_the_same_result():
+    rng = np.random.default_rng(13)
+    prompts, strings = _correlated(rng, 12, 300)
+    counts = _counts(rng, 300, max_tokens=3)
+    members = rng.random(300) < 0.7
+    whole = search_block_bruteforce(prompts, strings, counts, EDGES, members, chunk=300)
+    for chunk in (1, 7, 128):
+        part = search_block_bruteforce(prompts, strings, counts, EDGES, members, chunk=chunk)
+        assert np.array_equal(part[0], whole[0]) and np.array_equal(part[1], whole[1])
+    assert whole[0].sum() > 50
+
+
+def test_summaries_load_back_in_prompt_order_from_any_shards(tmp_path):
+    from tinylens.search import load_summary, write_summary
+
+    rng = np.random.default_rng(14)
+    n_blocks, n_bins = 3, len(EDGES)
+    ids = np.array([5, 2, 9, 0, 7, 3])
+    matches = rng.integers(0, 1000, size=(6, n_blocks, n_bins))
+    counts = rng.integers(0, 2**31, size=(6, n_blocks, n_bins, VOCAB))
+    write_summary(tmp_path / "a.parquet", ids[:4], matches[:4], counts[:4])
+    write_summary(tmp_path / "b.parquet", ids[4:], matches[4:], counts[4:])
+    got_ids, got_m, got_c = load_summary([tmp_path / "b.parquet", tmp_path / "a.parquet"], n_blocks, n_bins, VOCAB)
+    order = np.argsort(ids)
+    np.testing.assert_array_equal(got_ids, ids[order])
+    np.testing.assert_array_equal(got_m, matches[order])
+    np.testing.assert_array_equal(got_c, counts[order])
+    assert got_c.dtype == np.uint32  # as stored: no int64 copy of the largest array
+    # a shard twice (a prompt's blocks twice), or a shard missing a block, is refused
+    with pytest.raises(ValueError, match="exactly once"):
+        load_summary([tmp_path / "a.parquet", tmp_path / "a.parquet"], n_blocks, n_bins, VOCAB)
+    write_summary(tmp_path / "c.parquet", ids[:2], matches[:2], counts[:2])
+    with pytest.raises(ValueError, match="exactly once"):
+        load_summary([tmp_path / "c.parquet"], n_blocks + 1, n_bins, VOCAB)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_search_on_a_gpu_matches_bruteforce():
+    """The torch pass on the GPU (float32 screen, TF32 off): exact on edge cases and on a realistic size."""
+    rng = np.random.default_rng(15)
+    prompts, strings = _correlated(rng, 300, 20000)
+    counts = _counts(rng, 20000, max_tokens=3)
+    members = rng.random(20000) < 0.9
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True  # as a training script leaves it
+    try:
+        got = search_block(prompts, strings, CountsCSR.from_dense(counts), EDGES, members, device="cuda",
+                           prompt_chunk=128, string_chunk=4096)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    expected = search_block_bruteforce(prompts, strings, counts, EDGES, members)
+    assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+    assert got[0].sum() > 10000

@@ -3,7 +3,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tinylens.tables import Schema, fixed_list_to_numpy, open_table, read_table, table_writer, write_table
+from tinylens.tables import (
+    Schema,
+    fixed_list_to_numpy,
+    open_table,
+    read_fixed_list,
+    read_table,
+    table_writer,
+    write_table,
+)
 
 SCHEMA = Schema("demo", {
     "id": pa.int32(),
@@ -62,6 +70,19 @@ def test_table_writer_streams_several_batches_in_order(tmp_path):
     table = read_table(path, SCHEMA)
     assert table["vec"].num_chunks >= 1
     _assert_table_equals(table, expected)
+
+
+def test_read_fixed_list_reads_every_row_group_in_order(tmp_path):
+    path = tmp_path / "groups.parquet"
+    batches = [_columns(n, offset) for n, offset in [(3, 0), (5, 3), (1, 8), (4, 9)]]
+    with table_writer(path, SCHEMA) as write:
+        for b in batches:
+            write(b)
+    file = open_table(path, SCHEMA)
+    assert file.num_row_groups == 4  # one per written batch: the reader must stitch them
+    got = read_fixed_list(file, "vec")
+    assert got.dtype == np.float32 and got.flags["C_CONTIGUOUS"]
+    np.testing.assert_array_equal(got, np.concatenate([b["vec"] for b in batches]))
 
 
 def test_fixed_list_to_numpy_handles_chunks_and_slices():

@@ -198,6 +198,33 @@ def test_summary_reports_each_seed_and_the_spread():
     assert summary["val_loss_mean"] == pytest.approx(2.1)
 
 
+def test_compiled_steps_train_the_same_model(tmp_path):
+    """The compiled path (here dynamo's graph capture without code generation, the part shared with
+    every backend) trains the same weights, and saves the model's own parameter names."""
+    cfg = TrainConfig(seed=4, batch_size=4, phases=(Phase(12, 1e-3),), eval_interval=6, eval_iters=2,
+                      checkpoint_steps=(6,))
+    ids = periodic_ids(500)
+    plain = train(TINY, cfg, ids[:400], ids[400:], tmp_path / "plain", progress=False)
+    traced = train(TINY, cfg, ids[:400], ids[400:], tmp_path / "traced", progress=False, compile="eager")
+    assert traced.metrics["compile"] == "eager" and plain.metrics["compile"] == "none"
+    drop_time = lambda history: [{k: v for k, v in row.items() if k != "elapsed_s"} for row in history]  # noqa: E731
+    assert drop_time(traced.history) == drop_time(plain.history)
+    for name, tensor in plain.model.state_dict().items():
+        torch.testing.assert_close(traced.model.state_dict()[name], tensor, rtol=0, atol=1e-6)
+    from safetensors.torch import load_file
+    saved = load_file(tmp_path / "traced/checkpoints/step_000006.safetensors")
+    assert set(saved) == set(load_file(tmp_path / "plain/checkpoints/step_000006.safetensors"))
+    with pytest.raises(ValueError, match="unknown compile mode"):
+        train(TINY, cfg, ids[:400], ids[400:], tmp_path / "bad", progress=False, compile="fast")
+
+
+def test_a_non_finite_loss_stops_training_between_evaluations(tmp_path):
+    cfg = TrainConfig(seed=5, batch_size=4, phases=(Phase(40, 1e9),), eval_interval=40, eval_iters=1)
+    with pytest.raises(FloatingPointError, match="training loss became .* at step [1-9]"):  # not the final estimate
+        train(TINY, cfg, periodic_ids(400)[:300], periodic_ids(400)[300:], tmp_path / "w", progress=False,
+              check_every=5)
+
+
 # --- training as the original code trained (method.md §12): one global generator, its batch starts ---
 
 

@@ -378,3 +378,19 @@ def test_a_missing_search_shard_is_the_only_search_job_rerun(finished_run, repo,
         for path, (data, mtime) in saved.items():  # as they were, times included: the run stays up to date
             path.write_bytes(data)
             os.utime(path, ns=(mtime, mtime))
+
+
+def test_every_benchmark_record_belongs_to_a_named_target(finished_run, repo):
+    """benchmarks/workflow_times.py (the README's per-target times) maps every job to its target."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("workflow_times", repo / "benchmarks/workflow_times.py")
+    workflow_times = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(workflow_times)
+    targets, jobs, span = workflow_times.summarize(finished_run)
+    assert {target for target, _, _ in jobs} == {"core", "supporting", "circuits", "superposition", "dynamics",
+                                                 "attention", "comparison"}
+    assert len(jobs) == len(list((finished_run / "benchmarks").glob("*.tsv"))) and span > 0
+    assert sum(t["jobs"] for t in targets.values()) == len(jobs)
+    search_jobs = [name for target, name, _ in jobs if name.startswith("search_")]
+    assert search_jobs and all(target == "core" for target, name, _ in jobs if name in search_jobs)

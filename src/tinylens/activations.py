@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from tinylens.corpus import CharTokenizer
 from tinylens.model import Transformer
-from tinylens.tables import REMEDY, Schema, fixed_list_to_numpy, open_table, read_table, table_writer
+from tinylens.tables import REMEDY, Schema, fixed_list_to_numpy, open_table, read_fixed_list, read_table, table_writer
 
 VECTOR_KINDS = ("block_input", "sa_out", "ffwd_out")
 
@@ -85,7 +85,10 @@ def load_block(directory: str | Path, block: int, kind: str, d_model: int, n_row
     if n_rows is not None and file.metadata.num_rows != n_rows:
         raise ValueError(f"{path} has {file.metadata.num_rows} rows but its string table has {n_rows}: "
                          f"it is from another run; {REMEDY}")
-    return fixed_list_to_numpy(file.read(columns=[kind])[kind])
+    try:
+        return read_fixed_list(file, kind)  # row group by row group: one copy of the block in memory
+    except (pa.ArrowInvalid, OSError) as err:
+        raise ValueError(f"{path} is damaged ({err}); {REMEDY}") from None
 
 
 def load_logits(directory: str | Path, vocab_size: int, n_rows: int | None = None) -> np.ndarray:

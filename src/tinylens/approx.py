@@ -91,13 +91,15 @@ def tune(above: np.ndarray, q: np.ndarray, init_thresholds: np.ndarray, rounds: 
     thresholds = np.asarray(init_thresholds, dtype=np.int64).copy()
     weights = np.full(n_blocks, 1.0 / n_blocks)
     q_t = torch.from_numpy(np.asarray(q, dtype=np.float64))
-    above_t = torch.from_numpy(above.astype(np.float64))
+
+    def per_block(th):  # [prompts blocks vocab] float64: only the chosen thresholds are ever converted
+        return torch.from_numpy(np.asarray(select_thresholds(above, th), dtype=np.float64))
 
     def score(th, w):
         return float(hellinger(approximate(above, th, w)[0], q).mean())
 
     for _ in tqdm(range(rounds), disable=not progress, desc="tuning", unit="round"):
-        weights = _fit_weights(select_thresholds(above_t, thresholds), q_t, weights, weight_steps)
+        weights = _fit_weights(per_block(thresholds), q_t, weights, weight_steps)
         for b in range(n_blocks):
             trial = thresholds.copy()
             scores = []
@@ -105,7 +107,7 @@ def tune(above: np.ndarray, q: np.ndarray, init_thresholds: np.ndarray, rounds: 
                 trial[b] = k
                 scores.append(score(trial, weights))
             thresholds[b] = int(np.argmin(scores))
-    weights = _fit_weights(select_thresholds(above_t, thresholds), q_t, weights, weight_steps)
+    weights = _fit_weights(per_block(thresholds), q_t, weights, weight_steps)
     return Tuned(thresholds, weights, score(thresholds, weights))
 
 
@@ -232,6 +234,8 @@ def summary_for_prompts(paths: Sequence, prompt_ids: Sequence[int], n_blocks: in
     ids, matches, counts = load_summary(paths, n_blocks, n_bins, vocab_size)
     rows = align_ids(ids, np.asarray(prompt_ids), f"the search summary of {[str(p) for p in paths]}",
                      "the prompt table")
+    if np.array_equal(rows, np.arange(len(ids))):
+        return matches, counts  # already in order: no copy (the counts are ~1 GB at paper scale)
     return matches[rows], counts[rows]
 
 

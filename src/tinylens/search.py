@@ -7,17 +7,45 @@ next-token counts, so that is all this keeps: similarities fall into bins
 ``(edge_k, edge_k+1]`` of a grid from 0.70 upward (the last bin is open), and
 "cos > edge_k" is the sum of bins ``k`` and above.
 
-Exactness: similarities are screened in float32 on unit vectors, one
-(prompt chunk x string chunk) tile at a time, so the dense prompts x strings
-matrix never exists. Any pair whose float32 cosine lies within a rounding
-margin of a bin edge is recomputed in float64 from the stored activations,
-so every bin assignment equals the float64 computation
+How (:func:`search_block`): rows are normalised once, so a cosine is a dot
+product. The prompts x strings matrix is never held: it is made one tile at a
+time (a matrix multiply, the *screen*), and every entry of the tile that can
+exceed the lowest edge is binned and its string's next-token counts added to
+per-bin sums before the next tile is made. Exactness: every screened entry
+carries a proven error bound (:func:`screen_margin`); an entry within that
+bound of the lowest edge is a candidate, a candidate whose value is within the
+float32 bound of any edge is recomputed in float64 from the stored
+activations, so every bin assignment equals the float64 computation
 ``(p . s) / (|p| |s|)`` of :func:`search_block_bruteforce`.
+
+Two screens, both exact after their re-checks:
+
+- ``float32``: the tile is the float32 product of unit vectors (reduced-
+  precision float32 matmuls, TF32 on a GPU or bf16 on a CPU, are switched off
+  for the search: :func:`exact_float32_matmul`);
+- ``bfloat16``: the tile is a bfloat16 product of bfloat16-rounded unit
+  vectors, for CPUs with bf16 dot-product instructions (AVX512-BF16, AMX),
+  where it runs about four times faster than float32. Its bound is about
+  0.01 (:func:`screen_margin`); each candidate gets a float32 dot product of
+  the original vectors, then the float32 path above. Where a tile is dense
+  (more than ``dense_fraction`` of its entries are candidates, as for the
+  weakly trained models of short runs, whose activations are much alike),
+  one float32 product of the tile's raw vectors replaces the per-candidate
+  dot products (cheaper from about a fifth of the entries on).
+
+On a CPU each worker thread owns a set of prompt rows and loops over string
+chunks: a tile small enough to stay in the core's cache is multiplied (torch,
+one thread) and then scanned and binned by one compiled pass (numba), so the
+threads never share an accumulator. Elsewhere (a GPU) the same tiles are
+binned with torch operations (:func:`_bin_tile_torch`), which also run, and
+are tested, on a CPU.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numba
@@ -62,27 +90,154 @@ class CountsCSR:
         rows, cols = np.nonzero(counts)
         indptr = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=len(counts)), out=indptr[1:])
-        return cls(indptr, cols.astype(np.int64), counts[rows, cols].astype(np.int64), counts.shape[1])
+        # int32: a count is at most the text's length; small arrays keep the search's lookups in cache
+        return cls(indptr, cols.astype(np.int32), counts[rows, cols].astype(np.int32), counts.shape[1])
+
+    def take(self, rows: np.ndarray) -> CountsCSR:
+        """The counts of strings ``rows``, in that order."""
+        nnz = self.indptr[rows + 1] - self.indptr[rows]
+        indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(nnz, out=indptr[1:])
+        entries = np.repeat(self.indptr[rows] - indptr[:-1], nnz) + np.arange(indptr[-1])
+        return CountsCSR(indptr, self.token[entries], self.count[entries], self.vocab_size)
+
+    def packed(self) -> np.ndarray:
+        """One int64 per string: ``count << 32 | token`` when it has exactly one next token (most
+        strings), -1 when it has several (read the CSR), -2 when none. One load instead of three."""
+        nnz = np.diff(self.indptr)
+        code = np.where(nnz == 0, -2, -1).astype(np.int64)
+        one = np.flatnonzero(nnz == 1)
+        first = self.indptr[one]
+        code[one] = (self.count[first].astype(np.int64) << 32) | self.token[first].astype(np.int64)
+        return code
+
+
+SCREENS = ("auto", "float32", "bfloat16")
 
 
 def rounding_margin(d_model: int) -> float:
-    """Bound on |float32 cosine of unit vectors - exact cosine|: d u for the dot product
-    plus a few u for normalising, u = 2**-24; doubled for safety."""
+    """Bound on |float32 cosine - exact cosine| for a float32 dot product of length ``d_model``
+    (of unit vectors, or of the raw vectors divided by float64 norms): d u for the dot product plus a
+    few u for normalising, u = 2**-24; doubled for safety."""
     return 2 * (d_model + 4) * 2.0**-24
 
 
-def _unit_float32(x: np.ndarray, chunk: int = 65536) -> tuple[np.ndarray, np.ndarray]:
-    """(float32 unit vectors, float64 norms) of the rows of ``x``; zero rows stay zero.
-    Chunked, so no float64 copy of the whole matrix is ever made."""
-    norms = np.empty(len(x), dtype=np.float64)
-    unit = np.empty(x.shape, dtype=np.float32)
-    for i in range(0, len(x), chunk):
-        part = x[i : i + chunk]
-        n = np.sqrt(np.einsum("ij,ij->i", part, part, dtype=np.float64))
-        norms[i : i + chunk] = n
-        # float32 scaling: a few ulps of error, inside rounding_margin's allowance for normalising
-        np.multiply(part, (1.0 / np.where(n > 0, n, 1.0)).astype(np.float32)[:, None], out=unit[i : i + chunk])
-    return unit, norms
+def screen_margin(d_model: int, screen: str) -> float:
+    """Bound on |screen value - exact cosine| for the given screen.
+
+    ``bfloat16``: each unit-vector element rounded to bf16 (relative error <= 2**-9, so each product
+    is off by <= 2 * 2**-9 + 2**-18 of |p_i s_i|, and sum |p_i s_i| <= |p| |s| = 1), products summed
+    in float32 (:func:`rounding_margin`), the result rounded to bf16 (<= 2**-8 of |c| <= 1.01, the bound
+    of truncation, so it also holds for round-to-nearest); times 1.25 for safety: 0.0099 at d_model 384.
+    """
+    if screen == "float32":
+        return rounding_margin(d_model)
+    if screen == "bfloat16":
+        return 1.25 * (2 * 2.0**-9 + 2.0**-18 + 1.01 * 2.0**-8 + rounding_margin(d_model))
+    raise ValueError(f"unknown screen {screen!r}; choose from {SCREENS}")
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX), where the bf16 screen pays."""
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def resolve_screen(screen: str, device: torch.device | str = "cpu") -> str:
+    """``auto``: bfloat16 on a CPU with bf16 instructions, else float32 (always float32 on a GPU)."""
+    if screen not in SCREENS:
+        raise ValueError(f"unknown screen {screen!r}; choose from {SCREENS}")
+    if screen != "auto":
+        return screen
+    return "bfloat16" if torch.device(device).type == "cpu" and cpu_has_bf16() else "float32"
+
+
+@contextmanager
+def exact_float32_matmul():
+    """float32 matrix multiplies in full float32 inside the block: no TF32 on a GPU, no bf16 on a CPU
+    (``torch.set_float32_matmul_precision("medium")`` would allow either). The search's error bounds
+    assume it; the previous setting is restored on exit."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def reduced_precision_matmul_enabled() -> bool:
+    """True when float32 matmuls may run in TF32 or bf16 (the search refuses to run then)."""
+    return torch.get_float32_matmul_precision() != "highest" or torch.backends.cuda.matmul.allow_tf32
+
+
+def _tile_matmul(a: torch.Tensor, b_t: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """One screen tile: ``a @ b_t`` [rows width]. Every tile of the search goes through here."""
+    if a.dtype == torch.float32 and reduced_precision_matmul_enabled():
+        raise RuntimeError("float32 matmuls are set to a reduced precision (TF32/bf16) during the search; "
+                           "its exactness bound needs full float32 (run it inside exact_float32_matmul())")
+    return torch.mm(a, b_t, out=out) if out is not None else a @ b_t
+
+
+def _bf16_value(bits: int) -> float:
+    """The value of a bfloat16 given its bit pattern."""
+    return float(np.array([(bits & 0xFFFF) << 16], dtype=np.uint32).view(np.float32)[0])
+
+
+@numba.njit(nogil=True, cache=True)
+def _norms_into(x, lo, hi, out):  # pragma: no cover - compiled
+    """out[i] = float64 norm of x[i], for rows lo..hi (no float64 copy of the matrix)."""
+    for i in range(lo, hi):
+        acc = 0.0
+        for j in range(x.shape[1]):
+            acc += np.float64(x[i, j]) * np.float64(x[i, j])
+        out[i] = np.sqrt(acc)
+
+
+@numba.njit(nogil=True, cache=True)
+def _unit_into(x, rows, norms, lo, hi, out, bf16_bits):  # pragma: no cover - compiled
+    """out[i] = x[rows[i]] / norms[rows[i]] for i in lo..hi, scaled in float32 (zero rows stay zero).
+    With ``bf16_bits``, ``out`` is uint16 and receives the bfloat16 rounding (to nearest, ties to
+    even, as torch rounds) of the float32 value; else ``out`` is float32."""
+    scaled = np.empty(x.shape[1], dtype=np.float32)
+    bits = scaled.view(np.uint32)
+    for i in range(lo, hi):
+        n = norms[rows[i]]
+        scale = np.float32(1.0 / n) if n > 0 else np.float32(0.0)
+        for j in range(x.shape[1]):
+            scaled[j] = x[rows[i], j] * scale
+        if bf16_bits:
+            for j in range(x.shape[1]):
+                b = bits[j]
+                out[i, j] = (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+        else:
+            for j in range(x.shape[1]):
+                out[i, j] = scaled[j]
+
+
+def _in_parallel(n: int, threads: int, fn, chunk: int = 16384) -> None:
+    """``fn(lo, hi)`` over row ranges of ``n`` rows, on ``threads`` threads (fn releases the GIL)."""
+    ranges = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
+    if threads == 1 or len(ranges) <= 1:
+        for lo, hi in ranges:
+            fn(lo, hi)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda r: fn(*r), ranges))
+
+
+def _norms(x: np.ndarray, threads: int = 1) -> np.ndarray:
+    out = np.empty(len(x), dtype=np.float64)
+    _in_parallel(len(x), threads, lambda lo, hi: _norms_into(x, lo, hi, out))
+    return out
+
+
+def _unit(x: np.ndarray, norms: np.ndarray, rows: np.ndarray, dtype: torch.dtype, threads: int = 1) -> torch.Tensor:
+    """Unit vectors of ``x[rows]`` in ``dtype`` (float32 or bfloat16): float32 scaling (a few ulps,
+    inside :func:`rounding_margin`'s allowance), then for bfloat16 one rounding to nearest."""
+    out = torch.empty((len(rows), x.shape[1]), dtype=dtype)
+    bf16 = dtype == torch.bfloat16
+    view = out.view(torch.int16).numpy().view(np.uint16) if bf16 else out.numpy()
+    _in_parallel(len(rows), threads, lambda lo, hi: _unit_into(x, rows, norms, lo, hi, view, bf16))
+    return out
 
 
 def exact_cosines(prompts: np.ndarray, p_norms: np.ndarray, strings: np.ndarray, s_norms: np.ndarray,
@@ -98,122 +253,385 @@ def _bins(cos: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.searchsorted(edges, cos, side="left") - 1
 
 
-@numba.njit(parallel=True, cache=True)
-def _bin_tile(cos, screen, start, inv_step, margin_bins, s0, indptr, token, count,
-              matches, summed, border_cols, border_n):  # pragma: no cover - compiled
-    """One pass over a similarity tile [rows width]: every pair above ``screen`` is binned and its
-    string's next-token counts added to ``summed[row, bin]``; pairs within ``margin_bins`` of an edge
-    are only recorded (``border_cols[row, :border_n[row]]``) for the float64 re-check."""
-    rows, width = cos.shape
-    n_bins = matches.shape[1]
-    for r in numba.prange(rows):
-        n_border = 0
-        for j in range(width):
-            c = cos[r, j]
-            if c > screen:  # NaN (strings outside the set) compares false
-                u = (np.float64(c) - start) * inv_step  # position on the edge grid, in bins
-                if abs(u - np.floor(u + 0.5)) <= margin_bins:
-                    border_cols[r, n_border] = j
-                    n_border += 1
-                    continue
+# ---------------------------------------------------------------- the compiled CPU pass
+
+# The dot products take (matrix, row) pairs rather than row views: a view made per candidate costs two
+# atomic reference-count updates, more than the product itself.
+@numba.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
+def _dot32(a, i, b, j):  # pragma: no cover - compiled
+    """float32 dot product of a[i] and b[j]; any summation order keeps the bound of rounding_margin."""
+    acc = np.float32(0.0)
+    for k in range(a.shape[1]):
+        acc += a[i, k] * b[j, k]
+    return acc
+
+
+@numba.njit(nogil=True, cache=True)
+def _dot64(a, i, b, j):  # pragma: no cover - compiled
+    """float64 dot product of a[i] and b[j] (float32 rows)."""
+    acc = 0.0
+    for k in range(a.shape[1]):
+        acc += np.float64(a[i, k]) * np.float64(b[j, k])
+    return acc
+
+
+@numba.njit(nogil=True, cache=True)
+def _count_at_least(tile, screen_value):  # pragma: no cover - compiled
+    """Entries of ``tile`` at or above ``screen_value`` (the candidates of a screen tile)."""
+    n = 0
+    for r in range(tile.shape[0]):
+        for j in range(tile.shape[1]):
+            n += tile[r, j] >= screen_value
+    return n
+
+
+#: How the binning pass gets each candidate's float32 cosine.
+FROM_TILE, DOT_PER_CANDIDATE, FROM_DOTS = 0, 1, 2
+
+
+@numba.njit(nogil=True, cache=True)
+def _bin_tile(tile, screen_value, refine, dots, p0, s0, prompts, strings, string_rows, p_norms, s_norms,
+              start, inv_step, margin_bins, edges, code, indptr, token, count, matches, summed, cand):  # pragma: no cover
+    """Bin one screen tile [rows width] (rows = prompts p0.., columns = searched strings s0..).
+
+    ``tile >= screen_value`` selects the candidates (``tile`` float32 cosines, or the int16 bit patterns of
+    non-negative bf16 ones, which order like the values). Each candidate's cosine is (``refine``) the
+    tile's float32 value (FROM_TILE), or a float32 dot product of the raw vectors over the float64 norms,
+    made per candidate (DOT_PER_CANDIDATE) or taken from ``dots``, the float32 product of the tile's raw
+    vectors (FROM_DOTS; any summation order keeps :func:`rounding_margin`); within ``margin_bins`` of an
+    edge it is recomputed in float64. Then the string's counts go to
+    ``summed[row, bin]`` and ``matches[row, bin]`` (rows of this tile only).
+    Searched order: ``s_norms``, ``code`` (:meth:`CountsCSR.packed`) and the CSR are indexed by searched
+    string; ``string_rows`` maps a searched string to its row of ``strings``. ``cand``: scratch >= width.
+    """
+    rows, width = tile.shape
+    n_bins, vocab = summed.shape[1], summed.shape[2]
+    # One row's sums first go to a small local table that stays in L1; the cells it touched are then
+    # added to the row's accumulators (which are too large for L1) and cleared, once per row and tile.
+    local_m = np.zeros(n_bins, dtype=matches.dtype)
+    local_c = np.zeros(n_bins * vocab, dtype=summed.dtype)
+    touched = np.empty(n_bins * vocab, dtype=np.int32)
+    flat = summed.reshape(rows, n_bins * vocab)
+    cos = np.empty(width, dtype=np.float64)
+    for r in range(rows):
+        row = tile[r]
+        n = 0
+        for j in range(width):  # branch-free compaction of the candidates' columns
+            cand[n] = j
+            n += row[j] >= screen_value
+        if n == 0:
+            continue
+        pr = p0 + r
+        pn = p_norms[pr]
+        # Two passes: the candidates' cosines first (independent loads, which the CPU overlaps), then
+        # the binning, whose updates of the local tables would otherwise serialise the loads.
+        for i in range(n):
+            j = cand[i]
+            if refine == DOT_PER_CANDIDATE:
+                q = s0 + j
+                denom = pn * s_norms[q]
+                cos[i] = np.float64(_dot32(prompts, pr, strings, string_rows[q])) / denom if denom > 0 else 0.0
+            elif refine == FROM_DOTS:
+                denom = pn * s_norms[s0 + j]
+                cos[i] = np.float64(dots[r, j]) / denom if denom > 0 else 0.0
+            else:
+                cos[i] = np.float64(row[j])
+        k_lo, k_hi = n_bins, -1
+        n_touched = 0
+        for i in range(n):
+            q = s0 + cand[i]  # searched string
+            c = cos[i]
+            u = (c - start) * inv_step  # position on the edge grid, in bins
+            if abs(u - np.floor(u + 0.5)) <= margin_bins:  # near an edge: decide in float64
+                denom = pn * s_norms[q]
+                c = _dot64(prompts, pr, strings, string_rows[q]) / denom if denom > 0 else 0.0
+                c = min(max(c, -1.0), 1.0)
+                k = np.searchsorted(edges, c) - 1
+            else:
                 k = int(np.ceil(u)) - 1  # bin (edge_k, edge_k+1]
-                if k < 0:
-                    continue
                 if k >= n_bins:
                     k = n_bins - 1
-                matches[r, k] += 1
-                s = s0 + j
-                for e in range(indptr[s], indptr[s + 1]):
-                    summed[r, k, token[e]] += count[e]
-        border_n[r] = n_border
+            if k < 0:
+                continue
+            k_lo, k_hi = min(k_lo, k), max(k_hi, k)
+            local_m[k] += 1
+            x = code[q]
+            if x >= 0:
+                cell = k * vocab + (x & 0xFFFFFFFF)
+                touched[n_touched] = cell
+                n_touched += local_c[cell] == 0
+                local_c[cell] += x >> 32
+            elif x == -1:
+                for e in range(indptr[q], indptr[q + 1]):
+                    cell = k * vocab + token[e]
+                    touched[n_touched] = cell
+                    n_touched += local_c[cell] == 0
+                    local_c[cell] += count[e]
+        for k in range(k_lo, k_hi + 1):
+            matches[r, k] += local_m[k]
+            local_m[k] = 0
+        for i in range(n_touched):
+            cell = touched[i]
+            flat[r, cell] += local_c[cell]
+            local_c[cell] = 0
 
 
-@numba.njit(cache=True)
-def _add_pairs(rows, cols, bins, indptr, token, count, matches, summed):  # pragma: no cover - compiled
-    for i in range(len(rows)):
-        k = bins[i]
-        if k < 0:
+# ---------------------------------------------------------------- the torch pass (any device)
+
+def _bin_tile_torch(tile: torch.Tensor, screen_value: float, refine: bool, p0: int, s0: int, prompts: torch.Tensor,
+                    strings: torch.Tensor, string_rows: torch.Tensor, p_norms: torch.Tensor, s_norms: torch.Tensor,
+                    start: float, inv_step: float, margin_bins: float, edges: torch.Tensor, counts: dict,
+                    matches: torch.Tensor, summed: torch.Tensor, pair_chunk: int = 1 << 21) -> None:
+    """:func:`_bin_tile` in torch operations, on the tile's device; same arguments as tensors,
+    ``counts``: the CSR as tensors. Pairs are handled ``pair_chunk`` at a time to bound memory."""
+    n_bins, vocab = summed.shape[1], summed.shape[2]
+    rr, jj = torch.nonzero(tile.float() >= screen_value, as_tuple=True)
+    for i in range(0, len(rr), pair_chunk):
+        r, j = rr[i : i + pair_chunk], jj[i : i + pair_chunk]
+        q = s0 + j  # searched strings (s_norms and the counts are in searched order)
+        s = string_rows[q]  # their rows of ``strings``
+        denom = p_norms[p0 + r] * s_norms[q]
+        safe = torch.where(denom > 0, denom, torch.ones_like(denom))
+        if refine:
+            dots = (prompts[p0 + r] * strings[s]).sum(dim=1, dtype=torch.float32).double()
+            c = torch.where(denom > 0, dots / safe, torch.zeros_like(dots))
+        else:
+            c = tile[r, j].double()
+        u = (c - start) * inv_step
+        k = torch.ceil(u).long() - 1
+        near = (u - torch.floor(u + 0.5)).abs() <= margin_bins
+        if near.any():  # near an edge: decide in float64
+            rn, sn = r[near], s[near]
+            dots = (prompts[p0 + rn].double() * strings[sn].double()).sum(dim=1)
+            exact = torch.where(denom[near] > 0, dots / safe[near], torch.zeros_like(dots)).clamp(-1.0, 1.0)
+            k[near] = torch.searchsorted(edges, exact, right=False) - 1
+        k = k.clamp(max=n_bins - 1)
+        keep = k >= 0
+        r, q, k = r[keep], q[keep], k[keep]
+        cell = r * n_bins + k  # matches/summed hold this prompt chunk's rows
+        matches.view(-1).index_add_(0, cell, torch.ones_like(cell))
+        nnz = counts["indptr"][q + 1] - counts["indptr"][q]
+        total = int(nnz.sum())
+        if total == 0:
             continue
-        matches[rows[i], k] += 1
-        for e in range(indptr[cols[i]], indptr[cols[i] + 1]):
-            summed[rows[i], k, token[e]] += count[e]
+        owner = torch.repeat_interleave(torch.arange(len(q), device=q.device), nnz, output_size=total)
+        first = torch.cumsum(nnz, 0) - nnz
+        entry = counts["indptr"][q][owner] + torch.arange(total, device=q.device) - first[owner]
+        summed.view(-1).index_add_(0, cell[owner] * vocab + counts["token"][entry], counts["count"][entry])
+
+
+# ---------------------------------------------------------------- the search
+
+def _chunks(device: torch.device) -> tuple[int, int]:
+    """Default (prompt_chunk, string_chunk). CPU: 256 x 4096 tiles (the fastest of 32-256 x 1024-8192 at
+    d_model 64 and 384 on a 2-core machine: a tile of a few MB, a prompt chunk's int32 sums 2 MB);
+    GPU: large tiles."""
+    return (2048, 65536) if device.type != "cpu" else (256, 4096)
 
 
 def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, edges: np.ndarray,
-                 members: np.ndarray | None = None, prompt_chunk: int = 256, string_chunk: int = 32768,
-                 progress: bool = False, desc: str = "search") -> tuple[np.ndarray, np.ndarray]:
+                 members: np.ndarray | None = None, *, device: torch.device | str = "cpu", screen: str = "auto",
+                 binner: str | None = None, threads: int | None = None, prompt_chunk: int | None = None,
+                 string_chunk: int | None = None, dense_fraction: float = 0.2, progress: bool = False,
+                 desc: str = "search") -> tuple[np.ndarray, np.ndarray]:
     """Binned matches of every prompt against every string, for one block.
 
     prompts: [n_prompts d_model], strings: [n_strings d_model] (float32 activations);
-    ``edges`` must be a uniform grid (:func:`threshold_edges`). Threads: torch's (the matmul) and numba's
-    (the binning pass) as the caller set them (``torch.set_num_threads``, ``numba.set_num_threads``).
+    ``edges`` must be a uniform grid (:func:`threshold_edges`); ``members``: which strings are searched
+    (all if None). ``device``: where the tiles are multiplied and binned; ``screen``: see the module
+    docstring (``auto`` = :func:`resolve_screen`); ``binner``: ``compiled`` (CPU only, the default there)
+    or ``torch`` (the default elsewhere); ``threads``: CPU worker threads (default: torch's thread count
+    as the caller set it with ``torch.set_num_threads``); ``dense_fraction``: with the bfloat16 screen and
+    the compiled binner, a tile with more candidates than this share of its entries gets one float32
+    product of its raw vectors instead of a dot product per candidate (0: every tile, above 1: none).
     Returns ``(bin_matches [n_prompts n_bins], bin_counts [n_prompts n_bins vocab])``, int64.
     """
-    n_p, n_s, n_bins, vocab = len(prompts), len(strings), len(edges), counts.vocab_size
+    device = torch.device(device)
+    screen = resolve_screen(screen, device)
+    binner = binner or ("compiled" if device.type == "cpu" else "torch")
+    if binner not in ("compiled", "torch") or (binner == "compiled" and device.type != "cpu"):
+        raise ValueError(f"binner {binner!r} is not available on {device}; use 'compiled' (CPU) or 'torch'")
+    n_p, n_bins, vocab = len(prompts), len(edges), counts.vocab_size
+    d_model = prompts.shape[1]
     edges64 = np.asarray(edges, dtype=np.float64)
     start, step = float(edges64[0]), float(edges64[1] - edges64[0]) if n_bins > 1 else 1.0
     if n_bins > 1 and not np.allclose(np.diff(edges64), step, rtol=0, atol=1e-12):
         raise ValueError("threshold edges must be a uniform grid")
-    margin = rounding_margin(prompts.shape[1])
-    p_unit, p_norms = _unit_float32(prompts)
-    s_unit, s_norms = _unit_float32(strings)
-    if members is not None:
-        # NaN compares false with any edge: strings outside the set never pass the screen.
-        s_unit[~np.asarray(members, dtype=bool)] = np.nan
-    s_unit_t = torch.from_numpy(s_unit)
+    if screen == "bfloat16" and start - screen_margin(d_model, screen) <= 0:
+        screen = "float32"  # the bf16 bit-pattern comparison needs a positive threshold
+    margin = screen_margin(d_model, screen)
+    margin_bins = rounding_margin(d_model) / step + 1e-6  # float32 values near an edge go to float64
+    refine = screen == "bfloat16"
+    default_p, default_s = _chunks(device)
+    prompt_chunk, string_chunk = prompt_chunk or default_p, string_chunk or default_s
+
+    prompts = np.ascontiguousarray(prompts, dtype=np.float32)
+    strings = np.ascontiguousarray(strings, dtype=np.float32)
+    string_rows = (np.arange(len(strings)) if members is None
+                   else np.flatnonzero(np.asarray(members, dtype=bool))).astype(np.int64)
+    threads = max(1, threads or torch.get_num_threads())
+    p_norms, s_norms = _norms(prompts, threads), _norms(strings, threads)
+    dtype = torch.bfloat16 if screen == "bfloat16" else torch.float32
+    if binner == "compiled":
+        p_unit = _unit(prompts, p_norms, np.arange(n_p), dtype, threads)
+        s_unit = _unit(strings, s_norms, string_rows, dtype, threads)  # only the searched strings
+    else:  # the same float32 scaling, on the device: the host keeps no copy of the strings
+        t_strings, t_rows = torch.from_numpy(strings).to(device), torch.from_numpy(string_rows).to(device)
+        inverse = torch.from_numpy(np.where(s_norms > 0, 1.0 / np.where(s_norms > 0, s_norms, 1.0), 0.0)
+                                   .astype(np.float32)).to(device)
+        s_unit = (t_strings[t_rows] * inverse[t_rows, None]).to(dtype)
+        inverse = torch.from_numpy(np.where(p_norms > 0, 1.0 / np.where(p_norms > 0, p_norms, 1.0), 0.0)
+                                   .astype(np.float32)).to(device)
+        t_prompts = torch.from_numpy(prompts).to(device)
+        p_unit = (t_prompts * inverse[:, None]).to(dtype)
+        del inverse
+    # Everything indexed per string from here on is in searched order (column j of a tile = searched
+    # string s0 + j); only the raw vectors are reached through string_rows.
+    s_norms = s_norms[string_rows]
+    counts = counts.take(string_rows)
+    code = counts.packed()
     matches = np.zeros((n_p, n_bins), dtype=np.int64)
     summed = np.zeros((n_p, n_bins, vocab), dtype=np.int64)
-    border_cols = np.empty((min(prompt_chunk, n_p), min(string_chunk, n_s)), dtype=np.int64)
-    border_n = np.empty(min(prompt_chunk, n_p), dtype=np.int64)
-    tiles = [(p0, s0) for p0 in range(0, n_p, prompt_chunk) for s0 in range(0, n_s, string_chunk)]
-    for p0, s0 in tqdm(tiles, disable=not progress, desc=desc, unit="tile", mininterval=5):
-        p_tile = torch.from_numpy(p_unit[p0 : p0 + prompt_chunk])
-        cos32 = (p_tile @ s_unit_t[s0 : s0 + string_chunk].T).numpy()  # [prompt_chunk string_chunk]
-        rows = len(cos32)
-        _bin_tile(cos32, start - margin, start, 1.0 / step, margin / step + 1e-6, s0, counts.indptr, counts.token,
-                  counts.count, matches[p0 : p0 + rows], summed[p0 : p0 + rows], border_cols, border_n)
-        if border_n[:rows].any():  # pairs near an edge: bin by their exact float64 cosine
-            pi = np.repeat(np.arange(rows), border_n[:rows])
-            sj = np.concatenate([border_cols[r, : border_n[r]] for r in range(rows)]) + s0
-            exact = exact_cosines(prompts, p_norms, strings, s_norms, pi + p0, sj)
-            _add_pairs(pi, sj, _bins(exact, edges64), counts.indptr, counts.token, counts.count,
-                       matches[p0 : p0 + rows], summed[p0 : p0 + rows])
+    if n_p == 0 or len(string_rows) == 0:
+        return matches, summed
+    if screen == "bfloat16":  # the largest bf16 at or below the threshold, as an int16 bit pattern
+        bits = int(torch.tensor(start - margin).to(torch.bfloat16).view(torch.int16).item())
+        if _bf16_value(bits) > start - margin:
+            bits -= 1  # positive bf16 values order like their bit patterns
+        screen_value, screen_float = np.int16(bits), _bf16_value(bits)
+    else:
+        screen_float = float(np.nextafter(np.float32(start - margin), np.float32(-1)))
+        screen_value = np.float32(screen_float)
+    chunks = list(range(0, n_p, prompt_chunk))
+    bar = tqdm(total=len(chunks), disable=not progress, desc=desc, unit="prompt chunk", mininterval=5)
+
+    with exact_float32_matmul():
+        if binner == "compiled":
+            s_unit_t = s_unit.T  # [d_model strings]: tiles are column slices
+            # the raw vectors, for dense tiles' float32 products (views, no copy)
+            raw_prompts, raw_strings = torch.from_numpy(prompts), torch.from_numpy(strings)
+            raw_strings_t = raw_strings.T
+            contiguous = len(string_rows) == len(strings)  # searched string j is row j
+            no_dots = np.zeros((1, 1), dtype=np.float32)
+            torch_threads = torch.get_num_threads()
+            torch.set_num_threads(1)  # each worker multiplies its own tiles on its own core
+
+            def work(p0: int) -> None:
+                p_tile = p_unit[p0 : p0 + prompt_chunk]
+                rows = len(p_tile)
+                cand = np.empty(string_chunk, dtype=np.int64)
+                # int32 sums (a bin's count of one token is at most the text's length) keep the chunk's
+                # accumulators in cache: 256 prompts x 30 bins x 65 tokens x 4 bytes = 2 MB
+                m_chunk = np.zeros((rows, n_bins), dtype=np.int32)
+                c_chunk = np.zeros((rows, n_bins, vocab), dtype=np.int32)
+                buffers, dot_buffers = {}, {}
+                for s0 in range(0, len(string_rows), string_chunk):
+                    width = min(string_chunk, len(string_rows) - s0)
+                    if width not in buffers:
+                        buffers[width] = torch.empty((rows, width), dtype=dtype)
+                    tile = _tile_matmul(p_tile, s_unit_t[:, s0 : s0 + width], out=buffers[width])
+                    values = tile.view(torch.int16).numpy() if refine else tile.numpy()
+                    how, dots = (DOT_PER_CANDIDATE if refine else FROM_TILE), no_dots
+                    if refine and _count_at_least(values, screen_value) > dense_fraction * rows * width:
+                        if width not in dot_buffers:
+                            dot_buffers[width] = torch.empty((rows, width), dtype=torch.float32)
+                        raw = (raw_strings_t[:, s0 : s0 + width] if contiguous
+                               else raw_strings[torch.from_numpy(string_rows[s0 : s0 + width])].T)
+                        dots = _tile_matmul(raw_prompts[p0 : p0 + rows], raw, out=dot_buffers[width]).numpy()
+                        how = FROM_DOTS
+                    _bin_tile(values, screen_value, how, dots, p0, s0, prompts, strings, string_rows, p_norms,
+                              s_norms, start, 1.0 / step, margin_bins, edges64, code, counts.indptr, counts.token,
+                              counts.count, m_chunk, c_chunk, cand)
+                matches[p0 : p0 + rows] = m_chunk
+                summed[p0 : p0 + rows] = c_chunk
+                bar.update(1)
+
+            try:
+                if threads == 1:
+                    for p0 in chunks:
+                        work(p0)
+                else:
+                    with ThreadPoolExecutor(threads) as pool:
+                        list(pool.map(work, chunks))
+            finally:
+                torch.set_num_threads(torch_threads)
+        else:
+            t = {  # everything the torch pass reads, on the device
+                "prompts": t_prompts, "strings": t_strings, "rows": t_rows,
+                "p_norms": torch.from_numpy(p_norms).to(device), "s_norms": torch.from_numpy(s_norms).to(device),
+                "edges": torch.from_numpy(edges64).to(device),
+            }
+            csr = {"indptr": torch.from_numpy(counts.indptr).to(device),
+                   "token": torch.from_numpy(counts.token).to(device).long(),
+                   "count": torch.from_numpy(counts.count).to(device).long()}
+            p_dev, s_dev_t = p_unit, s_unit.T
+            for p0 in chunks:
+                rows = min(prompt_chunk, n_p - p0)
+                m_dev = torch.zeros((rows, n_bins), dtype=torch.int64, device=device)
+                c_dev = torch.zeros((rows, n_bins, vocab), dtype=torch.int64, device=device)
+                for s0 in range(0, len(string_rows), string_chunk):
+                    tile = _tile_matmul(p_dev[p0 : p0 + rows], s_dev_t[:, s0 : s0 + string_chunk])
+                    _bin_tile_torch(tile, screen_float, refine, p0, s0, t["prompts"], t["strings"], t["rows"],
+                                    t["p_norms"], t["s_norms"], start, 1.0 / step, margin_bins, t["edges"], csr,
+                                    m_dev, c_dev)
+                matches[p0 : p0 + rows] = m_dev.cpu().numpy()
+                summed[p0 : p0 + rows] = c_dev.cpu().numpy()
+                bar.update(1)
+    bar.close()
     return matches, summed
 
 
 def search_block_bruteforce(prompts: np.ndarray, strings: np.ndarray, counts: np.ndarray, edges: np.ndarray,
-                            members: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                            members: np.ndarray | None = None, chunk: int = 32768) -> tuple[np.ndarray, np.ndarray]:
     """Reference: the dense float64 cosine matrix, binned. Same outputs as :func:`search_block`.
 
-    Memory is O(n_prompts x n_strings): for tests, verification samples and small slices.
+    Memory is O(n_prompts x chunk) float64 (``chunk`` strings at a time): for tests and verification
+    samples of prompts, against any number of strings. Counts are summed with float64 bincounts
+    (integer sums below 2**53 are exact).
     """
-    cos = np.clip(cosine_matrix(prompts, strings), -1.0, 1.0)  # tinylens.measures: the one definition
-    k = _bins(cos, np.asarray(edges, dtype=np.float64))  # [prompts strings]
-    if members is not None:
-        k[:, ~members] = -1
-    counts64 = np.asarray(counts, dtype=np.float64)  # integer sums below 2**53 are exact
-    matches = np.zeros((len(prompts), len(edges)), dtype=np.int64)
-    summed = np.zeros((len(prompts), len(edges), counts64.shape[1]), dtype=np.int64)
-    for b in range(len(edges)):  # one bin at a time keeps memory at one [prompts strings] matrix
-        in_bin = (k == b).astype(np.float64)
-        matches[:, b] = in_bin.sum(axis=1)
-        summed[:, b] = np.rint(in_bin @ counts64).astype(np.int64)
-    return matches, summed
+    edges = np.asarray(edges, dtype=np.float64)
+    n_p, n_bins, vocab = len(prompts), len(edges), counts.shape[1]
+    matches = np.zeros(n_p * n_bins, dtype=np.int64)
+    summed = np.zeros((vocab, n_p * n_bins), dtype=np.float64)
+    for s0 in range(0, len(strings), chunk):
+        # tinylens.measures.cosine_matrix: the one definition
+        cos = np.clip(cosine_matrix(prompts, strings[s0 : s0 + chunk]), -1.0, 1.0)
+        k = _bins(cos, edges)  # [prompts chunk]
+        if members is not None:
+            k[:, ~np.asarray(members[s0 : s0 + chunk], dtype=bool)] = -1
+        pi, si = np.nonzero(k >= 0)
+        cell = pi * n_bins + k[pi, si]
+        matches += np.bincount(cell, minlength=n_p * n_bins)
+        pair_counts = np.asarray(counts[s0 : s0 + chunk], dtype=np.float64)[si]  # [pairs vocab]
+        for t in np.flatnonzero(pair_counts.any(axis=0)):
+            summed[t] += np.bincount(cell, weights=pair_counts[:, t], minlength=n_p * n_bins)
+    return matches.reshape(n_p, n_bins), np.rint(summed.T).astype(np.int64).reshape(n_p, n_bins, vocab)
 
 
-def cumulative(binned: np.ndarray, axis: int) -> np.ndarray:
-    """From per-bin values to "above edge k" values: reverse cumulative sum along ``axis``."""
-    return np.flip(np.cumsum(np.flip(binned, axis=axis), axis=axis), axis=axis)
+def cumulative(binned: np.ndarray, axis: int, out: np.ndarray | None = None) -> np.ndarray:
+    """From per-bin values to "above edge k" values: reverse cumulative sum along ``axis``, in the
+    input's dtype. ``out=binned`` works in place (the search summary's counts are the largest arrays
+    of tuning and evaluation: no copy of them is made)."""
+    target = None if out is None else np.flip(out, axis=axis)
+    return np.flip(np.cumsum(np.flip(binned, axis=axis), axis=axis, dtype=binned.dtype, out=target), axis=axis)
 
 
 def search_prompts(prompt_blocks: Sequence[np.ndarray], string_blocks, counts: CountsCSR, edges: np.ndarray,
-                   members: np.ndarray | None = None, progress: bool = True, **chunks) -> tuple[np.ndarray, np.ndarray]:
+                   members: np.ndarray | None = None, progress: bool = True, **options) -> tuple[np.ndarray, np.ndarray]:
     """All blocks: ``string_blocks`` is a callable ``block -> [n_strings d_model]`` array, so only one
-    block's strings are in memory at a time. Returns ``(matches [prompts blocks bins],
-    counts [prompts blocks bins vocab])``."""
-    results = [search_block(p, string_blocks(b), counts, edges, members, progress=progress,
-                            desc=f"block {b}", **chunks) for b, p in enumerate(prompt_blocks)]
-    return np.stack([r[0] for r in results], axis=1), np.stack([r[1] for r in results], axis=1)
+    block's strings are in memory at a time; ``options`` go to :func:`search_block` (device, screen,
+    threads, chunks). Returns ``(matches [prompts blocks bins], counts [prompts blocks bins vocab])`` as
+    uint32 (what the summary stores), filled block by block: one block's int64 result is the only copy."""
+    n_p, n_b, n_bins = len(prompt_blocks[0]), len(prompt_blocks), len(edges)
+    matches = np.zeros((n_p, n_b, n_bins), dtype=np.uint32)
+    summed = np.zeros((n_p, n_b, n_bins, counts.vocab_size), dtype=np.uint32)
+    for b, p in enumerate(prompt_blocks):
+        m, c = search_block(p, string_blocks(b), counts, edges, members, progress=progress, desc=f"block {b}",
+                            **options)
+        if max(m.max(initial=0), c.max(initial=0)) >= 2**32:
+            raise OverflowError("binned counts exceed uint32")
+        matches[:, b], summed[:, b] = m, c
+    return matches, summed
 
 
 def write_summary(path, prompt_ids: np.ndarray, matches: np.ndarray, counts: np.ndarray) -> None:
@@ -221,32 +639,41 @@ def write_summary(path, prompt_ids: np.ndarray, matches: np.ndarray, counts: np.
     from tinylens.tables import write_table
 
     n_p, n_b, n_bins, vocab = counts.shape
-    if counts.max(initial=0) >= 2**32 or matches.max(initial=0) >= 2**32:
-        raise OverflowError("binned counts exceed uint32")
+    if counts.max(initial=0) >= 2**32 or matches.max(initial=0) >= 2**32 or min(counts.min(initial=0),
+                                                                                  matches.min(initial=0)) < 0:
+        raise OverflowError("binned counts do not fit uint32")
     write_table(path, summary_schema(n_bins, vocab), {
         "prompt_id": np.repeat(np.asarray(prompt_ids, dtype=np.int32), n_b),
         "block": np.tile(np.arange(n_b, dtype=np.int8), n_p),
-        "bin_matches": matches.reshape(n_p * n_b, n_bins).astype(np.uint32),
-        "bin_counts": counts.reshape(n_p * n_b, n_bins * vocab).astype(np.uint32),
+        "bin_matches": matches.reshape(n_p * n_b, n_bins).astype(np.uint32, copy=False),
+        "bin_counts": counts.reshape(n_p * n_b, n_bins * vocab).astype(np.uint32, copy=False),
     })
 
 
 def load_summary(paths: Sequence, n_blocks: int, n_bins: int, vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Read search summaries (one per shard, or the gathered one) back into
-    ``(prompt_ids [P], matches [P blocks bins], counts [P blocks bins vocab])``, sorted by prompt."""
+    ``(prompt_ids [P], matches [P blocks bins], counts [P blocks bins vocab])``, sorted by prompt, as
+    stored (uint32). One shard's table at a time is read and written straight into its place, so
+    the peak is the output plus one shard (at paper scale the counts are 20,000 x 6 x 30 x 65)."""
     from tinylens.tables import fixed_list_to_numpy, read_table
 
     schema = summary_schema(n_bins, vocab_size)
-    tables = [read_table(p, schema) for p in paths]
-    ids = np.concatenate([t["prompt_id"].to_numpy() for t in tables])
-    blocks = np.concatenate([t["block"].to_numpy() for t in tables]).astype(np.int64)
-    matches = np.concatenate([fixed_list_to_numpy(t["bin_matches"]) for t in tables])
-    counts = np.concatenate([fixed_list_to_numpy(t["bin_counts"]) for t in tables])
-    order = np.lexsort((blocks, ids))
-    ids, blocks = ids[order], blocks[order]
-    prompt_ids = ids[::n_blocks]
-    if len(ids) != len(prompt_ids) * n_blocks or not np.array_equal(blocks, np.tile(np.arange(n_blocks), len(prompt_ids))):
-        raise ValueError(f"search summary {paths} does not hold all {n_blocks} blocks for every prompt; "
-                         "rerun the search (snakemake --forcerun search_shard)")
-    return (prompt_ids, matches[order].reshape(-1, n_blocks, n_bins).astype(np.int64),
-            counts[order].reshape(-1, n_blocks, n_bins, vocab_size).astype(np.int64))
+    keys = [read_table(p, schema, columns=["prompt_id", "block"]) for p in paths]
+    keys = [(t["prompt_id"].to_numpy(), t["block"].to_numpy().astype(np.int64)) for t in keys]
+    prompt_ids = np.unique(np.concatenate([ids for ids, _ in keys])) if keys else np.zeros(0, dtype=np.int32)
+    matches = np.zeros((len(prompt_ids), n_blocks, n_bins), dtype=np.uint32)
+    counts = np.zeros((len(prompt_ids), n_blocks, n_bins, vocab_size), dtype=np.uint32)
+    seen = np.zeros((len(prompt_ids), n_blocks), dtype=np.int64)
+    for path, (ids, blocks) in zip(paths, keys):
+        if blocks.size and (blocks.min() < 0 or blocks.max() >= n_blocks):
+            break  # reported below
+        rows = np.searchsorted(prompt_ids, ids)
+        table = read_table(path, schema, columns=["bin_matches", "bin_counts"])
+        matches[rows, blocks] = fixed_list_to_numpy(table["bin_matches"])
+        counts[rows, blocks] = fixed_list_to_numpy(table["bin_counts"]).reshape(-1, n_bins, vocab_size)
+        del table
+        np.add.at(seen, (rows, blocks), 1)
+    if not (seen == 1).all():
+        raise ValueError(f"search summary {list(map(str, paths))} does not hold all {n_blocks} blocks exactly once "
+                         "for every prompt; rerun the search (snakemake --forcerun search_shard)")
+    return prompt_ids, matches, counts

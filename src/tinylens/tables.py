@@ -118,6 +118,22 @@ def fixed_list_to_numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return arr.flatten().to_numpy(zero_copy_only=False).reshape(len(arr), arr.type.list_size)
 
 
+def read_fixed_list(file: pq.ParquetFile, column: str) -> np.ndarray:
+    """A fixed-size list column of an opened Parquet file as a 2-D numpy array [rows list_size], read one
+    row group at a time into the result: the peak is the result plus one row group (reading the whole
+    column first would hold it twice, and Arrow's memory pool keeps the second copy afterwards)."""
+    field = file.schema_arrow.field(column).type
+    out = np.empty((file.metadata.num_rows, field.list_size), dtype=field.value_type.to_pandas_dtype())
+    row = 0
+    for group in range(file.num_row_groups):
+        part = fixed_list_to_numpy(file.read_row_group(group, columns=[column])[column])
+        out[row : row + len(part)] = part
+        row += len(part)
+    if row != len(out):
+        raise ValueError(f"a Parquet file's row groups hold {row} rows but its footer says {len(out)}; {REMEDY}")
+    return out
+
+
 def read_columns(path: str | Path, schema: Schema) -> dict[str, np.ndarray]:
     """A whole table as one numpy array per column, schema checked: strings as object arrays,
     fixed-size lists as 2-D arrays."""

@@ -70,7 +70,7 @@ LOSS_COLUMNS = tuple(LOSS_SCHEMA.columns)
 #: Keys of metrics.json, documented in the README.
 METRICS_KEYS = (
     "seed", "steps", "train_loss", "val_loss", "n_params", "tokens_seen",
-    "train_seconds", "tokens_per_second", "device", "autocast_dtype", "torch_version",
+    "train_seconds", "tokens_per_second", "device", "autocast_dtype", "compile", "torch_version",
 )
 
 
@@ -206,38 +206,54 @@ class BatchSampler:
             raise ValueError(f"batch_sampling must be one of {BATCH_SAMPLINGS}, got {sampling!r}")
         if len(ids) <= block_size + 1:
             raise ValueError(f"{len(ids)} tokens are too few for block_size {block_size}")
-        self.data = torch.from_numpy(np.asarray(ids, dtype=np.int64))
+        # The tokens live on the device (a few MB) and the windows are gathered there; the start
+        # positions come from a CPU generator, so every device draws the same batches.
+        self.data = torch.from_numpy(np.asarray(ids, dtype=np.int64)).to(device)
         self.block_size, self.batch_size, self.device = block_size, batch_size, device
         original = sampling == "original"
         self.generator = None if original else torch.Generator().manual_seed(seed)
         # exclusive upper bound of a window start; the original's reaches the very last window
         self.high = len(self.data) - block_size - (0 if original else 1)
-        self.window = torch.arange(block_size + 1)
+        self.window = torch.arange(block_size + 1, device=device)
 
     def sample(self) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (x, y), each [batch pos]; y is x shifted by one token."""
         start = torch.randint(self.high, (self.batch_size,), generator=self.generator)
-        chunk = self.data[start[:, None] + self.window]  # [batch pos+1]
-        chunk = chunk.to(self.device, non_blocking=True)
+        chunk = self.data[start.to(self.device, non_blocking=True)[:, None] + self.window]  # [batch pos+1]
         return chunk[:, :-1], chunk[:, 1:]
 
 
 @torch.no_grad()
-def estimate_loss(model: Transformer, samplers: dict[str, BatchSampler], eval_iters: int,
+def estimate_loss(model: torch.nn.Module, samplers: dict[str, BatchSampler], eval_iters: int,
                   device: torch.device, precision: str = "mixed") -> dict[str, float]:
-    """Mean loss over ``eval_iters`` batches per split, in eval mode (dropout off)."""
+    """Mean loss over ``eval_iters`` batches per split, in eval mode (dropout off).
+    The losses stay on the device until the end (one synchronisation per split)."""
     model.eval()
     out = {}
     for split, sampler in samplers.items():
-        losses = torch.zeros(eval_iters)
+        losses = torch.zeros(eval_iters, device=device)
         for i in range(eval_iters):
             x, y = sampler.sample()
             with autocast_for(device, precision):
                 _, loss = model(x, y)
-            losses[i] = loss.item()
+            losses[i] = loss.detach()
         out[split] = losses.mean().item()
     model.train()
     return out
+
+
+#: ``compile`` values of :func:`train`: a torch.compile mode, or ``eager`` (graph capture without code
+#: generation: checks the compiled path cheaply, e.g. on a CPU in the tests).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "eager")
+
+
+def compiled(model: torch.nn.Module, mode: str | None) -> torch.nn.Module:
+    """``model`` itself (``mode`` None), or a torch.compile'd wrapper sharing its parameters."""
+    if mode is None:
+        return model
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"unknown compile mode {mode!r}; choose from {COMPILE_MODES}")
+    return torch.compile(model, backend="eager") if mode == "eager" else torch.compile(model, mode=mode)
 
 
 def _new_optimizer(model: Transformer, phase: Phase, cfg: TrainConfig, device: torch.device):
@@ -334,8 +350,16 @@ def train(
     work_dir: str | Path,
     device: torch.device | str = "cpu",
     progress: bool = True,
+    compile: str | None = None,
+    check_every: int = 50,
 ) -> TrainResult:
-    """Train (or resume) a model in ``work_dir``; see the module docstring for what it holds."""
+    """Train (or resume) a model in ``work_dir``; see the module docstring for what it holds.
+
+    On CUDA the steps run in bf16 autocast with the fused attention kernel; ``compile``: a
+    :data:`COMPILE_MODES` entry to run them through torch.compile (same parameters, same
+    checkpoints). The loss is read back (a GPU synchronisation) every ``check_every`` steps only:
+    for the progress bar and to stop on a non-finite loss.
+    """
     device = torch.device(device)
     work_dir = Path(work_dir)
     (work_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
@@ -343,6 +367,7 @@ def train(
 
     torch.manual_seed(cfg.seed)
     model = Transformer(model_cfg).to(device)
+    step_model = compiled(model, compile)  # runs the steps; ``model`` holds the weights that are saved
     # "separate": generators of their own, all checkpointed, so evaluation never shifts the training
     # batches; "original": torch's global generator (checkpointed too), as the original code.
     train_batches = BatchSampler(train_ids, model_cfg.block_size, cfg.batch_size, cfg.seed, device,
@@ -388,7 +413,7 @@ def train(
             # A resumed run already evaluated and checkpointed its first step.
             if not (resumed and step == start):
                 if step % cfg.eval_interval == 0 or step == cfg.max_steps:
-                    losses = estimate_loss(model, eval_samplers, cfg.eval_iters, device, cfg.precision)
+                    losses = estimate_loss(step_model, eval_samplers, cfg.eval_iters, device, cfg.precision)
                     if not all(map(math.isfinite, losses.values())):
                         raise FloatingPointError(f"loss estimate {losses} at step {step} is not finite; "
                                                  "lower the learning rate")
@@ -420,11 +445,11 @@ def train(
                 log.info("step %d: fresh AdamW at lr %g", step, cfg.phases[phase_index].lr)
             x, y = train_batches.sample()
             with autocast_for(device, cfg.precision):
-                _, loss = model(x, y)
+                _, loss = step_model(x, y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            if progress:  # .item() synchronises the GPU, so only pay for it when it is shown
+            if (step + 1) % check_every == 0 or step + 1 == cfg.max_steps:  # .item() synchronises the GPU
                 loss_value = loss.item()
                 if not math.isfinite(loss_value):
                     raise FloatingPointError(
@@ -447,6 +472,7 @@ def train(
         "tokens_per_second": round((cfg.max_steps - start) * tokens_per_step / max(time.perf_counter() - session_start, 1e-9), 1),
         "device": device.type,
         "autocast_dtype": str(autocast_dtype(device, cfg.precision) or torch.float32).removeprefix("torch."),
+        "compile": compile or "none",
         "torch_version": torch.__version__,
     }
     return TrainResult(model=model, metrics=metrics, history=history)

@@ -1,0 +1,96 @@
+"""Where a finished run's time went, per named target: every job's Snakemake benchmark record,
+grouped by the rules file (the target) whose rule wrote it.
+
+    python benchmarks/workflow_times.py results/small            # a Markdown table
+    python benchmarks/workflow_times.py results/small --jobs     # and one row per job
+
+Per target: jobs, summed wall seconds, summed CPU seconds (the work itself, which a loaded
+machine does not inflate much), the largest peak RSS. Jobs overlap on several cores, so the
+run's own wall time is printed separately: from the earliest job start (a record's file time
+minus its wall seconds) to the last record written. Rerun jobs overwrite their records, so run
+it on a run made in one go (a fresh clone) for a run's true span.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+#: The rules files of the core reproduction (`rule core`); every other rules file is one family target.
+CORE_FILES = {"common", "corpus", "train", "sample", "strings", "activations", "search", "approx", "figures"}
+BENCHMARK = re.compile(r'benchmark:\s*\n\s*results\(f?"benchmarks/([^"]+)\.tsv"\)')
+
+
+def record_patterns(rules_dir: Path = REPO / "rules") -> list[tuple[re.Pattern, str]]:
+    """(file-name pattern, target) for every rule's benchmark record."""
+    patterns = []
+    for path in sorted(rules_dir.glob("*.smk")):
+        target = "core" if path.stem in CORE_FILES else path.stem
+        for name in BENCHMARK.findall(path.read_text(encoding="utf-8")):
+            # {wildcard} (and f-string {{wildcard}}) matches any part of a file name
+            regex = re.sub(r"\\\{+[^}]*\\\}+", "[^/]+", re.escape(name.replace("{{", "{").replace("}}", "}")))
+            patterns.append((re.compile(f"^{regex}$"), target))
+    if not patterns:
+        raise SystemExit(f"no benchmark directives found under {rules_dir}")
+    return patterns
+
+
+def read_record(path: Path) -> dict[str, float]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if len(lines) < 2:
+        raise SystemExit(f"{path}: not a Snakemake benchmark record (expected a header and a row)")
+    row = dict(zip(lines[0].split("\t"), lines[-1].split("\t"), strict=True))
+    to_float = lambda v: float(v) if v not in ("", "NA", "-") else 0.0  # noqa: E731
+    return {"wall_s": to_float(row["s"]), "cpu_s": to_float(row.get("cpu_time", "0")),
+            "max_rss_mb": to_float(row.get("max_rss", "0")), "end": path.stat().st_mtime}
+
+
+def summarize(results: Path, patterns=None) -> tuple[dict[str, dict], list[tuple[str, str, dict]], float]:
+    patterns = patterns or record_patterns()
+    records = sorted((results / "benchmarks").glob("*.tsv"))
+    if not records:
+        raise SystemExit(f"no benchmark records under {results / 'benchmarks'}: run the workflow first")
+    jobs, targets = [], defaultdict(lambda: {"jobs": 0, "wall_s": 0.0, "cpu_s": 0.0, "max_rss_mb": 0.0})
+    for path in records:
+        name = path.stem
+        target = next((t for regex, t in patterns if regex.match(name)), "other")
+        record = read_record(path)
+        jobs.append((target, name, record))
+        entry = targets[target]
+        entry["jobs"] += 1
+        entry["wall_s"] += record["wall_s"]
+        entry["cpu_s"] += record["cpu_s"]
+        entry["max_rss_mb"] = max(entry["max_rss_mb"], record["max_rss_mb"])
+    span = max(r["end"] for _, _, r in jobs) - min(r["end"] - r["wall_s"] for _, _, r in jobs)
+    return dict(targets), jobs, span
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path, help="a preset's results directory, e.g. results/small")
+    parser.add_argument("--jobs", action="store_true", help="also one row per job")
+    args = parser.parse_args(argv)
+    targets, jobs, span = summarize(args.results)
+    total_cpu = sum(t["cpu_s"] for t in targets.values())
+    order = ["core", *sorted(t for t in targets if t not in ("core", "other")), *(["other"] if "other" in targets else [])]
+    print("| target | jobs | wall s (summed over jobs) | CPU s | share of CPU | largest peak RSS MB |")
+    print("|---|---|---|---|---|---|")
+    for name in order:
+        t = targets[name]
+        print(f"| `{name}` | {t['jobs']} | {t['wall_s']:,.0f} | {t['cpu_s']:,.0f} | "
+              f"{t['cpu_s'] / max(total_cpu, 1e-9):.0%} | {t['max_rss_mb']:,.0f} |")
+    print(f"| all | {len(jobs)} | {sum(t['wall_s'] for t in targets.values()):,.0f} | {total_cpu:,.0f} | 100% | "
+          f"{max(t['max_rss_mb'] for t in targets.values()):,.0f} |")
+    print(f"\nthe run's span, first job start to last record: {span:,.0f} s ({span / 60:.1f} min)")
+    if args.jobs:
+        print("\n| target | job | wall s | CPU s | peak RSS MB |\n|---|---|---|---|---|")
+        for target, name, r in sorted(jobs, key=lambda j: (order.index(j[0]), -j[2]["cpu_s"])):
+            print(f"| `{target}` | `{name}` | {r['wall_s']:,.1f} | {r['cpu_s']:,.1f} | {r['max_rss_mb']:,.0f} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
