@@ -1,4 +1,4 @@
-"""Both prompt modes' Hellinger summaries side by side in one metrics JSON (rule hellinger_summary)."""
+"""Every prompt mode's Hellinger summaries side by side in one metrics JSON (rule hellinger_summary)."""
 
 from tinylens.approx import headline, side_by_side
 from tinylens.atomic import read_json, write_json
