@@ -52,6 +52,8 @@ rule dynamics_summary:
         runtime=5,
     log:
         results("logs/dynamics_summary.log"),
+    benchmark:
+        results("benchmarks/dynamics_summary.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -76,6 +78,8 @@ rule plot_dynamics_energy_kl:
         runtime=5,
     log:
         results("logs/plot_dynamics_energy_kl.log"),
+    benchmark:
+        results("benchmarks/plot_dynamics_energy_kl.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -102,6 +106,8 @@ rule plot_dynamics_icl_score:
         runtime=5,
     log:
         results("logs/plot_dynamics_icl_score.log"),
+    benchmark:
+        results("benchmarks/plot_dynamics_icl_score.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -128,6 +134,8 @@ rule plot_dynamics_loss_by_position:
         runtime=5,
     log:
         results("logs/plot_dynamics_loss_by_position.log"),
+    benchmark:
+        results("benchmarks/plot_dynamics_loss_by_position.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -153,6 +161,8 @@ rule plot_dynamics_head_scores:
         runtime=5,
     log:
         results("logs/plot_dynamics_head_scores.log"),
+    benchmark:
+        results("benchmarks/plot_dynamics_head_scores.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -178,6 +188,8 @@ rule plot_dynamics_energy_depth:
         runtime=5,
     log:
         results("logs/plot_dynamics_energy_depth.log"),
+    benchmark:
+        results("benchmarks/plot_dynamics_energy_depth.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:

@@ -133,6 +133,8 @@ rule superposition_summary:
         runtime=5,
     log:
         results("logs/superposition_summary.log"),
+    benchmark:
+        results("benchmarks/superposition_summary.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -154,6 +156,8 @@ rule plot_superposition_polygons:
         runtime=5,
     log:
         results("logs/plot_superposition_polygons.log"),
+    benchmark:
+        results("benchmarks/plot_superposition_polygons.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -175,6 +179,8 @@ rule plot_superposition_phase_change:
         runtime=5,
     log:
         results("logs/plot_superposition_phase_change.log"),
+    benchmark:
+        results("benchmarks/plot_superposition_phase_change.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -196,6 +202,8 @@ rule plot_superposition_loss_crossing:
         runtime=5,
     log:
         results("logs/plot_superposition_loss_crossing.log"),
+    benchmark:
+        results("benchmarks/plot_superposition_loss_crossing.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -220,6 +228,8 @@ rule plot_superposition_dimensionality:
         runtime=5,
     log:
         results("logs/plot_superposition_dimensionality.log"),
+    benchmark:
+        results("benchmarks/plot_superposition_dimensionality.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -244,6 +254,8 @@ rule plot_superposition_fraction_histogram:
         runtime=5,
     log:
         results("logs/plot_superposition_fraction_histogram.log"),
+    benchmark:
+        results("benchmarks/plot_superposition_fraction_histogram.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -269,6 +281,8 @@ rule plot_superposition_dimensionality_training:
         runtime=5,
     log:
         results("logs/plot_superposition_dimensionality_training.log"),
+    benchmark:
+        results("benchmarks/plot_superposition_dimensionality_training.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
@@ -290,6 +304,8 @@ rule plot_superposition_phase_diagram:
         runtime=5,
     log:
         results("logs/plot_superposition_phase_diagram.log"),
+    benchmark:
+        results("benchmarks/plot_superposition_phase_diagram.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
