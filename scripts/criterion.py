@@ -34,7 +34,8 @@ with log_to(snakemake.log[0]) as log:
     on_eval = np.asarray(prompts["split"]) == "eval"
     tuned = read_json(inp.tuned)
     # Block b alone at its tuned threshold: the summed next-token counts of the strings above it.
-    alone = select_thresholds(cumulative(counts[on_eval], axis=2), grid_index(tuned["thresholds"], edges))
+    # int64: the summary's counts are uint32, and the ranking below negates them
+    alone = select_thresholds(cumulative(counts[on_eval], axis=2), grid_index(tuned["thresholds"], edges)).astype(np.int64)
     prompt_dir = Path(inp.prompt_blocks[0]).parent
     ffwd = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed)[on_eval] for b in range(cfg.n_layer)]
     subspaces = dict(load_subspaces(path, cfg.vocab_size, cfg.n_embed) for path in inp.subspaces)

@@ -128,3 +128,14 @@ def test_the_same_stage_pairing_of_method_md():
 def test_float_counts_are_refused():
     with pytest.raises(TypeError, match="integer counts"):
         prefix_length(np.array([0.5, 0.4, 0.1]), 0.9)
+
+
+def test_the_search_summarys_unsigned_counts_give_the_same_result():
+    """The summaries are uint32; negating them to rank would wrap around."""
+    directions, ffwd = np.eye(4), np.array([[-3.0, 1.0, 0.5, 0.0]])
+    counts = np.array([[10, 0, 3, 0]])
+    signed = evaluate_block(counts, ffwd, directions, k=2, truncate_mass=0.99, top_mass=0.9)
+    unsigned = evaluate_block(counts.astype(np.uint32), ffwd, directions, k=2, truncate_mass=0.99, top_mass=0.9)
+    assert signed["top_n"].tolist() == [2]
+    for key in signed:
+        np.testing.assert_array_equal(unsigned[key], signed[key])

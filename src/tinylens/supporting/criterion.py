@@ -150,8 +150,9 @@ def evaluate_block(counts: np.ndarray, ffwd: np.ndarray, directions: np.ndarray,
     directions: ``[vocab d_model]``. Returns ``empty``, ``top`` (mask), ``top_n``, ``rank_abs``,
     ``rank_signed``, ``holds_abs``, ``holds_signed``.
     """
+    counts = np.asarray(counts, dtype=np.int64)  # the search summary's uint32 would wrap when negated
     top = top_tokens(counts, truncate_mass, top_mass)
-    out = {"empty": np.asarray(counts).sum(axis=-1) == 0, "top": top, "top_n": top.sum(axis=-1)}
+    out = {"empty": counts.sum(axis=-1) == 0, "top": top, "top_n": top.sum(axis=-1)}
     for name, signed in (("abs", False), ("signed", True)):
         rank = ranks(subspace_scores(ffwd, directions, signed))
         out[f"rank_{name}"] = rank
