@@ -75,3 +75,12 @@ def test_the_core_and_family_targets_together_are_rule_all(repo, plan, tmp_path)
     assert all(by_target.values()), by_target
     everything = [files(body, "input") for rule, body in plan if rule == "all"][0]
     assert set().union(*by_target.values()) == everything
+
+
+def test_readme_targets_table_names_every_target(repo):
+    """README "Targets" lists the core and every family target, and nothing that is not one."""
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    section = re.search(r"^### Targets\n(.*?)(?=^#)", readme, flags=re.M | re.S)
+    assert section, "README lost its Targets section"
+    listed = re.findall(r"^\| `(\w+)` \|", section.group(1), flags=re.M)
+    assert sorted(listed) == sorted(family_targets(repo))
