@@ -174,7 +174,8 @@ def test_resume_on_another_device_type_is_refused():
     cuda = run_fingerprint(RESUMABLE_MODEL, SHORT, ids[:400], ids[400:], torch.device("cuda"))
     state = {"fingerprint": json.dumps(cpu, sort_keys=True)}
     check_resume_fingerprint(state, cpu, Path("w/resume.pt"))
-    with pytest.raises(ValueError, match=r"for other settings:\n  device: the interrupted run had 'cpu', this run asks "
+    with pytest.raises(ValueError, match=r"for other settings:\n  cpu_threads: the interrupted run had 1, this run asks "
+                                         r"for None\n  device: the interrupted run had 'cpu', this run asks "
                                          r"for 'cuda'\nResuming would produce a model that no configuration describes\. "
                                          r"Delete w to train from scratch"):
         check_resume_fingerprint(state, cuda, Path("w/resume.pt"))
@@ -333,3 +334,24 @@ def test_float32_training_records_no_autocast(tmp_path):
     cfg = TrainConfig(**{**SHORT.__dict__, "precision": "float32"})
     result = train(RESUMABLE_MODEL, cfg, ids[:240], ids[240:], tmp_path / "work", progress=False)
     assert result.metrics["autocast_dtype"] == "float32"
+
+
+def test_resume_with_another_cpu_thread_count_is_refused(tmp_path):
+    """Another thread count orders the sums differently (not bit-identical): refused, saying how to resume."""
+    ids = periodic_ids(500)
+    work = _interrupted(tmp_path, ids)  # under the autouse fixture's one thread
+    torch.set_num_threads(2)
+    with pytest.raises(ValueError, match=r"for other settings:\n  cpu_threads: the interrupted run had 1, this run "
+                                         r"asks for 2\n.*rerun with the interrupted run's train.threads"):
+        train(RESUMABLE_MODEL, SHORT, ids[:400], ids[400:], work, progress=False)
+    torch.set_num_threads(1)
+    train(RESUMABLE_MODEL, SHORT, ids[:400], ids[400:], work, progress=False)  # the same count resumes
+
+
+def test_resume_with_another_compile_mode_is_refused():
+    ids = periodic_ids(500)
+    eager = run_fingerprint(RESUMABLE_MODEL, SHORT, ids[:400], ids[400:], torch.device("cuda"))
+    compiled = run_fingerprint(RESUMABLE_MODEL, SHORT, ids[:400], ids[400:], torch.device("cuda"), "default")
+    assert eager["cpu_threads"] is None  # a GPU's sums do not depend on the CPU's threads
+    with pytest.raises(ValueError, match=r"\n  compile: the interrupted run had None, this run asks for 'default'\n"):
+        check_resume_fingerprint({"fingerprint": json.dumps(eager, sort_keys=True)}, compiled, Path("w/resume.pt"))

@@ -30,8 +30,8 @@ Two settings choose how closely a run follows the original code (method.md §12)
   never draws the very last window).
 
 ``resume.pt`` also holds the run's fingerprint (:func:`run_fingerprint`):
-the model shape, every training setting, the device type and the sha256 of
-the train and validation token ids. A resume whose fingerprint differs is
+the model shape, every training setting, the device type, the CPU thread
+count, the compile mode and the sha256 of the train and validation token ids. A resume whose fingerprint differs is
 refused, naming what changed, since it would produce a model that no
 configuration describes.
 """
@@ -272,8 +272,12 @@ def load_loss_curve(path: str | Path) -> dict[str, np.ndarray]:
 
 
 def run_fingerprint(model_cfg: ModelConfig, cfg: TrainConfig, train_ids: np.ndarray, val_ids: np.ndarray,
-                    device: torch.device) -> dict:
-    """Everything that determines a training run's result, as plain JSON values."""
+                    device: torch.device, compile: str | None = None) -> dict:
+    """Everything that determines a training run's result, as plain JSON values.
+
+    Down to the last bit: on a CPU the thread count orders the floating-point sums (another count gives
+    weights that differ in the last bits), and ``torch.compile`` fuses kernels differently from eager mode.
+    """
     def digest(ids: np.ndarray) -> str:
         return hashlib.sha256(np.ascontiguousarray(ids).tobytes()).hexdigest()
 
@@ -281,6 +285,8 @@ def run_fingerprint(model_cfg: ModelConfig, cfg: TrainConfig, train_ids: np.ndar
         "model": asdict(model_cfg),
         "train": json.loads(json.dumps(asdict(cfg))),  # tuples -> lists, as they read back
         "device": device.type,
+        "cpu_threads": torch.get_num_threads() if device.type == "cpu" else None,
+        "compile": compile,
         "train_ids": {"tokens": int(len(train_ids)), "sha256": digest(train_ids)},
         "val_ids": {"tokens": int(len(val_ids)), "sha256": digest(val_ids)},
     }
@@ -311,7 +317,11 @@ def check_resume_fingerprint(state: dict, fingerprint: dict, resume_path: Path) 
     stored = json.loads(state["fingerprint"])
     fingerprint = json.loads(json.dumps(fingerprint, sort_keys=True))  # as stored, for a like-for-like message
     if fingerprint_hash(stored) != fingerprint_hash(fingerprint):
-        changes = "\n  ".join(_differences(stored, fingerprint))
+        differences = _differences(stored, fingerprint)
+        if any(d.startswith("cpu_threads:") for d in differences):
+            remedy += (" The thread count is the rule's `threads` (the preset's train.threads, capped by "
+                       "--cores): rerun with the interrupted run's train.threads and --cores to resume bit-identically.")
+        changes = "\n  ".join(differences)
         raise ValueError(f"resume state {resume_path} was written for other settings:\n  {changes}\n{remedy}")
 
 
@@ -383,7 +393,7 @@ def train(
     start, phase_index, optimizer = 0, -1, None
     history: list[dict] = []
     seconds_before = 0.0  # training time spent by earlier, interrupted attempts
-    fingerprint = run_fingerprint(model_cfg, cfg, train_ids, val_ids, device)
+    fingerprint = run_fingerprint(model_cfg, cfg, train_ids, val_ids, device, compile)
     resumed = resume_path.exists()
     if resumed:
         state = _load_resume(resume_path)
