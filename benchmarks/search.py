@@ -205,7 +205,7 @@ def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to
     search_block(warm[:3], warm, csr.take(np.arange(300)), EDGES, screen=screen, threads=args.threads,
                  device=device)  # compiles the kernels once
     for b in range(cfg.n_layer):
-        strings = load_block(inputs["dumps"], b, KIND, cfg.n_embed, n_rows=len(table))
+        strings = load_block(inputs["dumps"], b, KIND, cfg.n_embed, strings=table.strings)
         if q is not None:
             strings = strings @ q.T  # [strings 384], float32
         prompts = np.ascontiguousarray(strings[prompt_rows])

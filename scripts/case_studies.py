@@ -20,7 +20,7 @@ with log_to(snakemake.log[0]) as log:
     vectors, q = prompt_activations(model, tokenizer, p.prompts)
     string_dir = Path(inp.string_logits).parent
     matches = find_matches(vectors, lambda b: load_block(string_dir, b, "ffwd_out", model.config.n_embed,
-                                                         n_rows=len(table)), p.min_cosine)
+                                                         strings=table.strings), p.min_cosine)
     tuned = read_json(inp.tuned)
     counts = table.counts("corpus")
     summaries = [summarize(prompt, q[i], [matches[b][i] for b in range(len(matches))], table.strings, counts,

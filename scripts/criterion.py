@@ -37,7 +37,7 @@ with log_to(snakemake.log[0]) as log:
     # int64: the summary's counts are uint32, and the ranking below negates them
     alone = select_thresholds(cumulative(counts[on_eval], axis=2), grid_index(tuned["thresholds"], edges)).astype(np.int64)
     prompt_dir = Path(inp.prompt_blocks[0]).parent
-    ffwd = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed)[on_eval] for b in range(cfg.n_layer)]
+    ffwd = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed, strings=prompts["string"])[on_eval] for b in range(cfg.n_layer)]
     subspaces = dict(load_subspaces(path, cfg.vocab_size, cfg.n_embed) for path in inp.subspaces)
     directions = {stage: t["direction"].astype(np.float64) for stage, t in subspaces.items()}
     log.info("%s mode: %d evaluation prompts, tuned thresholds %s, subspaces at stages %s, k = %d", p.mode,

@@ -28,7 +28,7 @@ with log_to(snakemake.log[0]) as log:
     n = len(prompts["prompt_id"])
     matches, counts = summary_for_prompts(inp.shards, prompts["prompt_id"], cfg.n_layer, len(edges), cfg.vocab_size)
     tuned = read_json(inp.tuned)
-    q = {seed: softmax(load_logits(Path(path).parent, cfg.vocab_size, n_rows=n)) for seed, path in zip(p.seeds, inp.logits)}
+    q = {seed: softmax(load_logits(Path(path).parent, cfg.vocab_size, strings=prompts["string"])) for seed, path in zip(p.seeds, inp.logits)}
     alternates = [s for s in p.seeds if s != p.original]
     # in place: the counts are the run's largest array (no second copy of them)
     columns = evaluate(cumulative(counts, axis=2, out=counts), cumulative(matches, axis=2, out=matches),

@@ -26,7 +26,7 @@ with log_to(snakemake.log[0]) as log:
     members = table.members(p.mode)
     counts = CountsCSR.from_dense(table.counts(p.mode), members)
     prompt_dir, string_dir = Path(inp.prompt_logits).parent, Path(inp.string_logits).parent
-    prompt_blocks = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed, n_rows=len(prompts["prompt_id"]))[rows]
+    prompt_blocks = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed, strings=prompts["string"])[rows]
                      for b in range(cfg.n_layer)]
     device = select_device(p.device)
     log.info("searching on %s with %d threads", device, snakemake.threads)
@@ -34,7 +34,7 @@ with log_to(snakemake.log[0]) as log:
 
     def string_block(b):
         start = time.perf_counter()
-        block = load_block(string_dir, b, "ffwd_out", cfg.n_embed, n_rows=len(table))
+        block = load_block(string_dir, b, "ffwd_out", cfg.n_embed, strings=table.strings)
         loading.append(time.perf_counter() - start)
         return block
 

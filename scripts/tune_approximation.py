@@ -19,7 +19,7 @@ with log_to(snakemake.log[0]) as log:
     edges = threshold_edges(**p.grid)
     prompts = load_prompts(inp.prompts)
     _, counts = summary_for_prompts(inp.shards, prompts["prompt_id"], cfg.n_layer, len(edges), cfg.vocab_size)
-    q = softmax(load_logits(Path(inp.logits).parent, cfg.vocab_size, n_rows=len(prompts["prompt_id"])))
+    q = softmax(load_logits(Path(inp.logits).parent, cfg.vocab_size, strings=prompts["string"]))
     above = cumulative(counts, axis=2, out=counts)  # in place: no second copy of the counts
     result, sweep = tuning_report(above, q, prompts["split"], edges, p.paper, p.rounds, p.mode)
     write_json(out.tuned, result)

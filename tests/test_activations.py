@@ -82,8 +82,34 @@ def test_block_input_of_next_block_is_the_sum_of_the_previous_block(dump):
 
 
 def test_row_count_mismatch_is_a_value_error(dump):
-    with pytest.raises(ValueError, match=f"has {N_STRINGS} rows but its string table has {N_STRINGS + 1}"):
+    with pytest.raises(ValueError, match=f"has {N_STRINGS} rows but its table has {N_STRINGS + 1}"):
         load_block(dump, 0, "ffwd_out", CFG.n_embed, n_rows=N_STRINGS + 1)
+
+
+def test_a_dump_of_other_strings_with_as_many_rows_is_refused(dump, strings):
+    """Readers join dumps to tables by row: a dump of the same number of other strings (another prompt
+    mode or sample) is refused, not silently misaligned."""
+    np.testing.assert_array_equal(load_block(dump, 1, "ffwd_out", CFG.n_embed, strings=strings),
+                                  load_block(dump, 1, "ffwd_out", CFG.n_embed))
+    assert load_logits(dump, CFG.vocab_size, strings=strings).shape == (N_STRINGS, CFG.vocab_size)
+    swapped = [strings[1], strings[0], *strings[2:]]  # same strings, two rows in another order
+    for other in (swapped, [s[::-1] for s in strings]):
+        with pytest.raises(ValueError, match=r"block1\.parquet was dumped for other strings than its table's"):
+            load_block(dump, 1, "ffwd_out", CFG.n_embed, strings=other)
+        with pytest.raises(ValueError, match=r"logits\.parquet was dumped for other strings"):
+            load_logits(dump, CFG.vocab_size, strings=other)
+    with pytest.raises(ValueError, match=f"has {N_STRINGS} rows but its table has {N_STRINGS - 1}"):
+        load_logits(dump, CFG.vocab_size, strings=strings[:-1])
+
+
+def test_a_dump_without_a_strings_digest_is_refused_when_rows_are_joined(tmp_path, dump, strings):
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(block_path(dump, 0))
+    pq.write_table(table.replace_schema_metadata({}), block_path(tmp_path, 0))  # as an older tinylens wrote it
+    assert load_block(tmp_path, 0, "ffwd_out", CFG.n_embed).shape == (N_STRINGS, CFG.n_embed)
+    with pytest.raises(ValueError, match="records no digest of the strings it was dumped for"):
+        load_block(tmp_path, 0, "ffwd_out", CFG.n_embed, strings=strings)
 
 
 def test_other_d_model_is_a_value_error(dump):

@@ -6,10 +6,17 @@ last position's activations are kept. One file per block,
 (names from :data:`tinylens.model.ACTIVATION_NAMES`), rows in the order of the
 strings; and ``logits.parquet`` with the model's last-position logits.
 Batches stream to disk, so memory stays at one batch whatever the scale.
+
+Readers join a dump to a string or prompt table by row, so every file also
+records the sha256 of the strings it was dumped for (:func:`strings_digest`,
+in the Parquet footer): a reader that passes its table's strings gets a dump
+of other strings refused, not just one of another length (a corpus-mode and
+a held-out prompt dump have the same number of rows).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,9 +29,35 @@ from tqdm.auto import tqdm
 
 from tinylens.corpus import CharTokenizer
 from tinylens.model import Transformer
-from tinylens.tables import REMEDY, Schema, fixed_list_to_numpy, open_table, read_fixed_list, read_table, table_writer
+from tinylens.tables import REMEDY, Schema, open_table, read_fixed_list, table_writer
 
 VECTOR_KINDS = ("block_input", "sa_out", "ffwd_out")
+#: The footer key holding :func:`strings_digest` of the strings a dump was made for.
+STRINGS_KEY = "tinylens.strings_sha256"
+
+
+def strings_digest(strings: Sequence[str]) -> str:
+    """sha256 of a sequence of strings, in order (the identity of the table a dump's rows follow)."""
+    digest = hashlib.sha256(f"{len(strings)}\n".encode())
+    digest.update("\n".join(strings).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def _check_rows(path: Path, file: pq.ParquetFile, strings: Sequence[str] | None, n_rows: int | None) -> None:
+    """Refuse a dump whose rows are not ``strings`` (or, with only ``n_rows``, not that many)."""
+    n = len(strings) if strings is not None else n_rows
+    if n is not None and file.metadata.num_rows != n:
+        raise ValueError(f"{path} has {file.metadata.num_rows} rows but its table has {n}: "
+                         f"it is from another run; {REMEDY}")
+    if strings is None:
+        return
+    found = (file.schema_arrow.metadata or {}).get(STRINGS_KEY.encode())
+    if found is None:
+        raise ValueError(f"{path} records no digest of the strings it was dumped for (an older tinylens wrote "
+                         f"it), so its rows cannot be matched to the table's; {REMEDY}")
+    if found.decode() != strings_digest(strings):
+        raise ValueError(f"{path} was dumped for other strings than its table's ({len(strings):,} rows each, "
+                         f"different text or order): it is from another run, prompt mode or prompt sample; {REMEDY}")
 
 
 def block_schema(kinds: Sequence[str], d_model: int) -> Schema:
@@ -55,9 +88,12 @@ def dump_activations(model: Transformer, tokenizer: CharTokenizer, strings: Sequ
         raise ValueError("all strings of one dump must have the same length")
     ids = tokenizer.encode("".join(strings)).reshape(len(strings), n)  # [strings pos]
     schema = block_schema(kinds, cfg.n_embed)
+    footer = {STRINGS_KEY: strings_digest(strings)}
     with ExitStack() as stack:
-        writers = [stack.enter_context(table_writer(block_path(out_dir, b), schema)) for b in range(cfg.n_layer)]
-        write_logits = stack.enter_context(table_writer(Path(out_dir) / "logits.parquet", logits_schema(cfg.vocab_size)))
+        writers = [stack.enter_context(table_writer(block_path(out_dir, b), schema, metadata=footer))
+                   for b in range(cfg.n_layer)]
+        write_logits = stack.enter_context(table_writer(Path(out_dir) / "logits.parquet", logits_schema(cfg.vocab_size),
+                                                        metadata=footer))
         for start in tqdm(range(0, len(strings), batch_size), disable=not progress, unit="batch",
                           desc=f"dumping {len(strings):,} strings"):
             batch = torch.from_numpy(ids[start : start + batch_size].astype(np.int64)).to(device)
@@ -67,8 +103,13 @@ def dump_activations(model: Transformer, tokenizer: CharTokenizer, strings: Sequ
             write_logits({"logits": logits.float().cpu().numpy()})
 
 
-def load_block(directory: str | Path, block: int, kind: str, d_model: int, n_rows: int | None = None) -> np.ndarray:
-    """One activation kind of one block as float32 [rows d_model], checked against the schema."""
+def load_block(directory: str | Path, block: int, kind: str, d_model: int, n_rows: int | None = None,
+               strings: Sequence[str] | None = None) -> np.ndarray:
+    """One activation kind of one block as float32 [rows d_model], checked against the schema.
+
+    ``strings``: the table whose rows the caller joins this dump's rows to (a dump made for other strings
+    is refused); ``n_rows``: only the number of rows, where the strings are not at hand.
+    """
     path = block_path(directory, block)
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing; {REMEDY}")
@@ -82,20 +123,20 @@ def load_block(directory: str | Path, block: int, kind: str, d_model: int, n_row
     if kind not in schema.columns:
         raise ValueError(f"{path} has no '{kind}' column (it has {names}); add it to the preset's "
                          "activation kinds and rerun the dump")
-    if n_rows is not None and file.metadata.num_rows != n_rows:
-        raise ValueError(f"{path} has {file.metadata.num_rows} rows but its string table has {n_rows}: "
-                         f"it is from another run; {REMEDY}")
+    _check_rows(path, file, strings, n_rows)
     try:
         return read_fixed_list(file, kind)  # row group by row group: one copy of the block in memory
     except (pa.ArrowInvalid, OSError) as err:
         raise ValueError(f"{path} is damaged ({err}); {REMEDY}") from None
 
 
-def load_logits(directory: str | Path, vocab_size: int, n_rows: int | None = None) -> np.ndarray:
-    """The dumped last-position logits [rows vocab]; ``n_rows``: the rows the caller's table has
-    (a dump of another table is refused)."""
+def load_logits(directory: str | Path, vocab_size: int, n_rows: int | None = None,
+                strings: Sequence[str] | None = None) -> np.ndarray:
+    """The dumped last-position logits [rows vocab]; ``strings`` and ``n_rows`` as for :func:`load_block`."""
     path = Path(directory) / "logits.parquet"
-    logits = fixed_list_to_numpy(read_table(path, logits_schema(vocab_size))["logits"])
-    if n_rows is not None and len(logits) != n_rows:
-        raise ValueError(f"{path} has {len(logits)} rows but its table has {n_rows}: it is from another run; {REMEDY}")
-    return logits
+    file = open_table(path, logits_schema(vocab_size))
+    _check_rows(path, file, strings, n_rows)
+    try:
+        return read_fixed_list(file, "logits")
+    except (pa.ArrowInvalid, OSError) as err:
+        raise ValueError(f"{path} is damaged ({err}); {REMEDY}") from None

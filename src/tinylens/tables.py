@@ -78,13 +78,15 @@ def write_table(path: str | Path, schema: Schema, columns: Mapping[str, object])
 
 
 @contextmanager
-def table_writer(path: str | Path, schema: Schema, compression: str = "zstd") -> Iterator:
+def table_writer(path: str | Path, schema: Schema, compression: str = "zstd",
+                 metadata: Mapping[str, str] | None = None) -> Iterator:
     """Stream record batches into ``path``; the file appears only if the block completes.
 
-    Yields a function taking a mapping of columns for one batch.
+    Yields a function taking a mapping of columns for one batch. ``metadata``: key-value pairs stored in
+    the file's footer (the Arrow schema's metadata).
     """
     with atomic_path(path) as tmp:
-        writer = pq.ParquetWriter(tmp, schema.arrow(), compression=compression)
+        writer = pq.ParquetWriter(tmp, schema.arrow().with_metadata(dict(metadata or {})), compression=compression)
         try:
             yield lambda columns: writer.write_batch(to_record_batch(schema, columns))
         finally:
