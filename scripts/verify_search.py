@@ -21,13 +21,14 @@ with log_to(snakemake.log[0]) as log:
     report = {}
     for mode in p.modes:
         ids, matches, counts = load_summary(inp[f"shards_{mode}"], cfg.n_layer, len(edges), cfg.vocab_size)
-        prompt_ids = load_prompts(inp[f"prompts_{mode}"])["prompt_id"]
+        prompts = load_prompts(inp[f"prompts_{mode}"])
+        prompt_ids = prompts["prompt_id"]
         prompt_dir = Path(inp[f"prompt_logits_{mode}"]).parent
         sample = sample_prompt_ids(prompt_ids, p.n_prompts, p.seed, salt=mode)
         report[mode] = verify_search(
             sample, ids, matches, counts, prompt_ids,
-            partial(load_block, prompt_dir, kind="ffwd_out", d_model=cfg.n_embed, n_rows=len(prompt_ids)),
-            partial(load_block, string_dir, kind="ffwd_out", d_model=cfg.n_embed, n_rows=len(table)),
+            partial(load_block, prompt_dir, kind="ffwd_out", d_model=cfg.n_embed, strings=prompts["string"]),
+            partial(load_block, string_dir, kind="ffwd_out", d_model=cfg.n_embed, strings=table.strings),
             table.counts(mode), edges, table.members(mode))
         log.info("%s mode: %d of %d prompts x %d strings x %d blocks re-checked: %s", mode, len(sample),
                  len(prompt_ids), len(table), cfg.n_layer,
