@@ -59,6 +59,38 @@ def _resume_changed_lr(config):
                              Path("results/test/models/seed1337.partial/resume.pt"))
 
 
+def _resume_other_threads(config):
+    import json
+
+    import torch
+
+    from tinylens.config import model_config, train_config
+    from tinylens.train import check_resume_fingerprint, run_fingerprint
+
+    model = model_config(config["presets"]["test"]["model"], 65)
+    cfg, ids, before = train_config(config["presets"]["test"]["train"], 1337), np.arange(100, dtype=np.uint8), {}
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            before[n] = run_fingerprint(model, cfg, ids, ids, torch.device("cpu"))
+    finally:
+        torch.set_num_threads(threads)
+    check_resume_fingerprint({"fingerprint": json.dumps(before[1], sort_keys=True)}, before[2],
+                             Path("results/test/models/seed1337.partial/resume.pt"))
+
+
+def _dump_of_other_prompts(config):
+    from tinylens.activations import STRINGS_KEY, load_logits, logits_schema, strings_digest
+    from tinylens.tables import table_writer
+
+    directory = Path("results/test/activations/seed1337/prompts_corpus")
+    heldout, corpus = ([f"{mode}{i:04d}"[-10:].rjust(10) for i in range(120)] for mode in ("heldout", "corpus"))
+    with table_writer(directory / "logits.parquet", logits_schema(65), metadata={STRINGS_KEY: strings_digest(heldout)}) as write:
+        write({"logits": np.zeros((120, 65), np.float32)})
+    load_logits(directory, 65, strings=corpus)
+
+
 def _truncated_shard(config):
     from tinylens.search import load_summary, write_summary
 
@@ -129,6 +161,8 @@ def _no_local_copy(config):
 
 LIBRARY_CASES = {
     "changed schedule on resume": (_resume_changed_lr, "train_seed1337"),
+    "another thread count on resume": (_resume_other_threads, None),
+    "a prompt dump of another mode": (_dump_of_other_prompts, "tune_approximation_corpus"),
     "truncated Parquet": (_truncated_shard, "tune_approximation_corpus"),
     "shard of another run": (_shard_of_another_run, None),
     "foreign weights file": (_foreign_weights, "sample_seed1337"),
