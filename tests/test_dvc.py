@@ -314,3 +314,21 @@ def test_an_incomplete_set_is_neither_published_nor_restored(user_clone):
     assert "dvc.lock records an incomplete set of artifacts for preset 'test'" in refused.stderr
     assert "results/test/search/heldout/shard_2-of-2.parquet (search_shard: missing)" in refused.stderr
     assert {p: p.stat().st_mtime_ns for p in (user_clone / "results/test").rglob("*") if p.is_file()} == before
+
+
+def test_the_readme_user_path_is_the_one_these_tests_run(repo):
+    """The README's "regenerate everything without training" commands are, with the preset named `test`,
+    the ones the `user_clone` fixture and the tests after it run (clone, pull, restore, snakemake)."""
+    import yaml
+
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"\*\*Users: regenerate everything without training\.\*\*.*?```bash\n(.*?)```", readme,
+                      flags=re.S)
+    assert block, "README lost the users' DVC path"
+    commands = [line.split("#")[0].strip() for line in block.group(1).splitlines() if line.strip()]
+    assert commands == ["git clone <repository-url> tinylens && cd tinylens", "pip install -e .",
+                        "dvc pull workflow@small", "tinylens-restore --preset small", "snakemake --cores all",
+                        "snakemake --report report.html"]
+    # the console script is the module restore() runs as `python -m tinylens.restore`
+    assert 'tinylens-restore = "tinylens.restore:main"' in (repo / "pyproject.toml").read_text()
+    assert "small" in yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]["workflow"]["foreach"]
