@@ -13,12 +13,7 @@ from tinylens.logs import log_to
 from tinylens.model import ModelConfig
 from tinylens.search import cumulative, threshold_edges
 from tinylens.strings import load_prompts
-from tinylens.supporting.criterion import (
-    SUBSPACE_VARIANTS,
-    evaluate_block,
-    stage_for,
-    summarize_block,
-)
+from tinylens.supporting.criterion import criterion_by_block
 from tinylens.supporting.inputs import load_subspaces
 from tinylens.supporting.schemas import criterion_schema
 from tinylens.tables import write_table
@@ -34,43 +29,25 @@ with log_to(snakemake.log[0]) as log:
     on_eval = np.asarray(prompts["split"]) == "eval"
     tuned = read_json(inp.tuned)
     # Block b alone at its tuned threshold: the summed next-token counts of the strings above it.
-    # int64: the summary's counts are uint32, and the ranking below negates them
-    alone = select_thresholds(cumulative(counts[on_eval], axis=2), grid_index(tuned["thresholds"], edges)).astype(np.int64)
+    alone = select_thresholds(cumulative(counts[on_eval], axis=2), grid_index(tuned["thresholds"], edges))
     prompt_dir = Path(inp.prompt_blocks[0]).parent
-    ffwd = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed, strings=prompts["string"])[on_eval] for b in range(cfg.n_layer)]
+    ffwd = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed, strings=prompts["string"])[on_eval]
+            for b in range(cfg.n_layer)]
     subspaces = dict(load_subspaces(path, cfg.vocab_size, cfg.n_embed) for path in inp.subspaces)
     directions = {stage: t["direction"].astype(np.float64) for stage, t in subspaces.items()}
     log.info("%s mode: %d evaluation prompts, tuned thresholds %s, subspaces at stages %s, k = %d", p.mode,
              int(on_eval.sum()), tuned["thresholds"], sorted(directions), k)
 
-    rows: dict[str, list] = {c: [] for c in criterion_schema().columns}
-    summary = {"mode": p.mode, "k": k, "vocab": cfg.vocab_size, "truncate_mass": p.truncate_mass,
-               "top_mass": p.top_mass, "permutations": p.permutations, "blocks": {}}
     prompt_ids = np.asarray(prompts["prompt_id"], dtype=np.int32)[on_eval]
-    for b in range(cfg.n_layer):
-        summary["blocks"][str(b)] = {}
-        for variant in SUBSPACE_VARIANTS:
-            stage = stage_for(b, variant, cfg.n_layer, directions)
-            if stage is None:
-                continue
-            result = evaluate_block(alone[:, b], ffwd[b], directions[stage], k, p.truncate_mass, p.top_mass)
-            entry = {"stage": stage, **summarize_block(result, cfg.vocab_size, k, p.permutations, p.seed)}
-            summary["blocks"][str(b)][variant] = entry
-            log.info("block %d, %s subspaces (stage %d): %s", b + 1, variant, stage, entry)
-            n = len(prompt_ids)
-            order = np.argsort(-alone[:, b], axis=-1, kind="stable")
-            rows["mode"] += [p.mode] * n
-            rows["prompt_id"] += list(prompt_ids)
-            rows["block"] += [b] * n
-            rows["subspaces"] += [variant] * n
-            rows["stage"] += [stage] * n
-            rows["empty"] += list(result["empty"])
-            rows["top_n"] += list(result["top_n"])
-            rows["top_tokens"] += ["".join(vocab[t] for t in order[i, : result["top_n"][i]]) for i in range(n)]
-            rows["holds_abs"] += list(result["holds_abs"])
-            rows["holds_signed"] += list(result["holds_signed"])
+    rows, blocks = criterion_by_block(alone, ffwd, directions, prompt_ids, vocab, k, p.truncate_mass, p.top_mass,
+                                      p.permutations, p.seed)
+    for b, variants in blocks.items():
+        for variant, entry in variants.items():
+            log.info("block %d, %s subspaces (stage %d): %s", int(b) + 1, variant, entry["stage"], entry)
+    summary = {"mode": p.mode, "k": k, "vocab": cfg.vocab_size, "truncate_mass": p.truncate_mass,
+               "top_mass": p.top_mass, "permutations": p.permutations, "blocks": blocks}
     write_table(out.table, criterion_schema(), {
-        **rows, "block": np.asarray(rows["block"], dtype=np.int8), "stage": np.asarray(rows["stage"], dtype=np.int8),
-        "top_n": np.asarray(rows["top_n"], dtype=np.int16)})
+        **rows, "mode": [p.mode] * len(rows["prompt_id"]), "block": np.asarray(rows["block"], dtype=np.int8),
+        "stage": np.asarray(rows["stage"], dtype=np.int8), "top_n": np.asarray(rows["top_n"], dtype=np.int16)})
     write_json(out.summary, summary)
     log.info("wrote %s and %s", out.table, out.summary)

@@ -8,6 +8,7 @@ import pytest
 
 from tinylens.supporting.criterion import (
     chance_exact,
+    criterion_by_block,
     evaluate_block,
     holds,
     permutation_null,
@@ -139,3 +140,29 @@ def test_the_search_summarys_unsigned_counts_give_the_same_result():
     assert signed["top_n"].tolist() == [2]
     for key in signed:
         np.testing.assert_array_equal(unsigned[key], signed[key])
+
+
+def test_criterion_by_block_on_a_hand_built_case():
+    """Two blocks, subspaces learned only at stage 2 (the input of ln_f): block 0 has only its
+    end-of-model pairing, block 1 both (stage 2 is also where its output lands)."""
+    alone = np.array([[[0, 7, 3, 0], [9, 0, 0, 1]],
+                      [[0, 0, 0, 0], [2, 2, 5, 1]]], dtype=np.uint32)  # [prompt block vocab], as the summary
+    directions = {2: np.eye(4)}
+    ffwd = [np.array([[0.1, 1.0, 0.9, 0.0], [1.0, 0.0, 0.0, 0.0]]),
+            np.array([[1.0, 0.0, 0.0, -0.5], [0.0, 0.0, -1.0, 0.2]])]
+    rows, blocks = criterion_by_block(alone, ffwd, directions, np.array([5, 8], dtype=np.int32), "abcd", k=2,
+                                      truncate_mass=0.99, top_mass=0.9, permutations=10, seed=0)
+    assert rows["block"] == [0, 0, 1, 1, 1, 1] and rows["prompt_id"] == [5, 8, 5, 8, 5, 8]
+    assert rows["subspaces"] == ["end_of_model"] * 4 + ["same_stage"] * 2 and set(rows["stage"]) == {2}
+    # block 0: prompt 5's "b" 7 and "c" 3 (7/10 is not > 90%: both); prompt 8 has no strings
+    assert rows["top_tokens"][:2] == ["bc", ""] and rows["empty"][:2] == [False, True]
+    # block 1: prompt 5's 9/10 is not > 90%, so "a" and "d"; prompt 8's counts 2 2 5 1 give "c", then
+    # "a", "b" (ties by id), then "d" (9/10 again)
+    assert rows["top_tokens"][2:4] == ["ad", "cabd"] and rows["top_n"][2:4] == [2, 4]
+    # block 0, prompt 5: b and c rank first -> holds; block 1, prompt 5: a and d rank first by |cos| but
+    # d ranks last by the signed cosine; prompt 8 would need all 4 tokens in the top 2
+    assert rows["holds_abs"][:4] == [True, False, True, False]
+    assert rows["holds_signed"][:4] == [True, False, False, False]
+    assert list(blocks) == ["0", "1"] and list(blocks["0"]) == ["end_of_model"]
+    assert blocks["1"]["same_stage"]["stage"] == 2 and blocks["0"]["end_of_model"]["used"] == 1
+    assert blocks["0"]["end_of_model"]["rate_abs"] == 100.0

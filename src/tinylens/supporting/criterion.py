@@ -32,6 +32,7 @@ array(3)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -50,7 +51,10 @@ def _fraction(mass: float) -> Fraction:
 
 def descending_order(counts: np.ndarray) -> np.ndarray:
     """Token order by decreasing count, ties by token id: ``[... vocab]`` indices."""
-    return np.argsort(-np.asarray(counts), axis=-1, kind="stable")
+    counts = np.asarray(counts)
+    if counts.dtype.kind == "u":  # the search summary's uint32 would wrap around when negated
+        counts = counts.astype(np.int64)
+    return np.argsort(-counts, axis=-1, kind="stable")
 
 
 def prefix_length(counts: np.ndarray, mass: float, total: np.ndarray | None = None) -> np.ndarray:
@@ -150,7 +154,7 @@ def evaluate_block(counts: np.ndarray, ffwd: np.ndarray, directions: np.ndarray,
     directions: ``[vocab d_model]``. Returns ``empty``, ``top`` (mask), ``top_n``, ``rank_abs``,
     ``rank_signed``, ``holds_abs``, ``holds_signed``.
     """
-    counts = np.asarray(counts, dtype=np.int64)  # the search summary's uint32 would wrap when negated
+    counts = np.asarray(counts)
     top = top_tokens(counts, truncate_mass, top_mass)
     out = {"empty": counts.sum(axis=-1) == 0, "top": top, "top_n": top.sum(axis=-1)}
     for name, signed in (("abs", False), ("signed", True)):
@@ -186,3 +190,40 @@ def stage_for(block: int, variant: str, n_layer: int, stages) -> int | None:
         raise ValueError(f"unknown subspace variant {variant!r}; choose from {SUBSPACE_VARIANTS}")
     stage = n_layer if variant == "end_of_model" else block + 1
     return stage if stage in set(stages) else None
+
+
+def criterion_by_block(alone: np.ndarray, ffwd: list[np.ndarray], directions: dict[int, np.ndarray],
+                       prompt_ids: np.ndarray, vocab: Sequence[str], k: int, truncate_mass: float, top_mass: float,
+                       permutations: int, seed: int) -> tuple[dict[str, list], dict[str, dict]]:
+    """The criterion for every block and subspace variant whose stage was learned.
+
+    alone: ``[prompt block vocab]`` each block's approximation alone (integer counts); ffwd: per block
+    ``[prompt d_model]``; directions: stage -> ``[vocab d_model]``; vocab: the token characters.
+    Returns the per-prompt rows (the columns of ``criterion_schema`` but ``mode``) and, per block
+    (as text) and variant, :func:`summarize_block`'s rates with the stage used.
+    """
+    n_prompts, n_layer, n_vocab = alone.shape
+    rows: dict[str, list] = {c: [] for c in ("prompt_id", "block", "subspaces", "stage", "empty", "top_n",
+                                             "top_tokens", "holds_abs", "holds_signed")}
+    blocks: dict[str, dict] = {}
+    for b in range(n_layer):
+        blocks[str(b)] = {}
+        order = descending_order(alone[:, b])
+        for variant in SUBSPACE_VARIANTS:
+            stage = stage_for(b, variant, n_layer, directions)
+            if stage is None:
+                continue
+            result = evaluate_block(alone[:, b], ffwd[b], directions[stage], k, truncate_mass, top_mass)
+            blocks[str(b)][variant] = {"stage": stage,
+                                       **summarize_block(result, n_vocab, k, permutations, seed)}
+            rows["prompt_id"] += list(prompt_ids)
+            rows["block"] += [b] * n_prompts
+            rows["subspaces"] += [variant] * n_prompts
+            rows["stage"] += [stage] * n_prompts
+            rows["empty"] += list(result["empty"])
+            rows["top_n"] += list(result["top_n"])
+            rows["top_tokens"] += ["".join(vocab[t] for t in order[i, : result["top_n"][i]])
+                                   for i in range(n_prompts)]
+            rows["holds_abs"] += list(result["holds_abs"])
+            rows["holds_signed"] += list(result["holds_signed"])
+    return rows, blocks
