@@ -56,7 +56,7 @@ def test_dump_writes_one_file_per_block_and_logits(dump):
 
 
 def test_dumped_rows_equal_a_direct_forward_of_each_string(dump, model, tokenizer, strings):
-    blocks = {(b, k): load_block(dump, b, k, CFG.n_embed, n_rows=N_STRINGS)
+    blocks = {(b, k): load_block(dump, b, k, CFG.n_embed, strings=strings)
               for b in range(CFG.n_layer) for k in VECTOR_KINDS}
     logits = load_logits(dump, CFG.vocab_size)
     assert logits.shape == (N_STRINGS, CFG.vocab_size) and logits.dtype == np.float32
@@ -81,9 +81,9 @@ def test_block_input_of_next_block_is_the_sum_of_the_previous_block(dump):
                                    atol=1e-5)
 
 
-def test_row_count_mismatch_is_a_value_error(dump):
+def test_row_count_mismatch_is_a_value_error(dump, strings):
     with pytest.raises(ValueError, match=f"has {N_STRINGS} rows but its table has {N_STRINGS + 1}"):
-        load_block(dump, 0, "ffwd_out", CFG.n_embed, n_rows=N_STRINGS + 1)
+        load_block(dump, 0, "ffwd_out", CFG.n_embed, strings=[*strings, strings[0]])
 
 
 def test_a_dump_of_other_strings_with_as_many_rows_is_refused(dump, strings):
@@ -119,7 +119,7 @@ def test_other_d_model_is_a_value_error(dump):
 
 def test_kind_not_dumped_is_a_value_error_naming_it(tmp_path, model, tokenizer, strings):
     dump_activations(model, tokenizer, strings[:20], tmp_path, ["ffwd_out", "sa_out"], batch_size=8, progress=False)
-    got = load_block(tmp_path, 2, "sa_out", CFG.n_embed, n_rows=20)
+    got = load_block(tmp_path, 2, "sa_out", CFG.n_embed, strings=strings[:20])
     _, acts = _direct(model, tokenizer, strings[7])
     np.testing.assert_allclose(got[7], acts["sa_out"][2, 0].numpy(), atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="no 'block_input' column"):

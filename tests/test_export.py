@@ -126,7 +126,7 @@ def test_trained_models_match_in_transformer_lens(finished_run):
             for b in range(model.config.n_layer):
                 for kind, hook in (("block_input", "hook_resid_pre"), ("sa_out", "hook_attn_out"),
                                    ("ffwd_out", "hook_mlp_out")):
-                    dumped = load_block(dumps, b, kind, model.config.n_embed, n_rows=len(prompts))
+                    dumped = load_block(dumps, b, kind, model.config.n_embed, strings=prompts)
                     np.testing.assert_allclose(dumped, cache[f"blocks.{b}.{hook}"][:, -1].numpy(), atol=1e-5,
                                                rtol=0, err_msg=f"seed {seed} {mode} block {b} {kind}")
         worst[seed] = max(diffs)

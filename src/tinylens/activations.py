@@ -43,14 +43,13 @@ def strings_digest(strings: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def _check_rows(path: Path, file: pq.ParquetFile, strings: Sequence[str] | None, n_rows: int | None) -> None:
-    """Refuse a dump whose rows are not ``strings`` (or, with only ``n_rows``, not that many)."""
-    n = len(strings) if strings is not None else n_rows
-    if n is not None and file.metadata.num_rows != n:
-        raise ValueError(f"{path} has {file.metadata.num_rows} rows but its table has {n}: "
-                         f"it is from another run; {REMEDY}")
+def _check_rows(path: Path, file: pq.ParquetFile, strings: Sequence[str] | None) -> None:
+    """Refuse a dump whose rows are not ``strings`` (nothing to check without them)."""
     if strings is None:
         return
+    if file.metadata.num_rows != len(strings):
+        raise ValueError(f"{path} has {file.metadata.num_rows} rows but its table has {len(strings)}: "
+                         f"it is from another run; {REMEDY}")
     found = (file.schema_arrow.metadata or {}).get(STRINGS_KEY.encode())
     if found is None:
         raise ValueError(f"{path} records no digest of the strings it was dumped for (an older tinylens wrote "
@@ -103,12 +102,12 @@ def dump_activations(model: Transformer, tokenizer: CharTokenizer, strings: Sequ
             write_logits({"logits": logits.float().cpu().numpy()})
 
 
-def load_block(directory: str | Path, block: int, kind: str, d_model: int, n_rows: int | None = None,
+def load_block(directory: str | Path, block: int, kind: str, d_model: int,
                strings: Sequence[str] | None = None) -> np.ndarray:
     """One activation kind of one block as float32 [rows d_model], checked against the schema.
 
     ``strings``: the table whose rows the caller joins this dump's rows to (a dump made for other strings
-    is refused); ``n_rows``: only the number of rows, where the strings are not at hand.
+    is refused).
     """
     path = block_path(directory, block)
     if not path.exists():
@@ -123,19 +122,18 @@ def load_block(directory: str | Path, block: int, kind: str, d_model: int, n_row
     if kind not in schema.columns:
         raise ValueError(f"{path} has no '{kind}' column (it has {names}); add it to the preset's "
                          "activation kinds and rerun the dump")
-    _check_rows(path, file, strings, n_rows)
+    _check_rows(path, file, strings)
     try:
         return read_fixed_list(file, kind)  # row group by row group: one copy of the block in memory
     except (pa.ArrowInvalid, OSError) as err:
         raise ValueError(f"{path} is damaged ({err}); {REMEDY}") from None
 
 
-def load_logits(directory: str | Path, vocab_size: int, n_rows: int | None = None,
-                strings: Sequence[str] | None = None) -> np.ndarray:
-    """The dumped last-position logits [rows vocab]; ``strings`` and ``n_rows`` as for :func:`load_block`."""
+def load_logits(directory: str | Path, vocab_size: int, strings: Sequence[str] | None = None) -> np.ndarray:
+    """The dumped last-position logits [rows vocab]; ``strings`` as for :func:`load_block`."""
     path = Path(directory) / "logits.parquet"
     file = open_table(path, logits_schema(vocab_size))
-    _check_rows(path, file, strings, n_rows)
+    _check_rows(path, file, strings)
     try:
         return read_fixed_list(file, "logits")
     except (pa.ArrowInvalid, OSError) as err:

@@ -31,9 +31,9 @@ Two settings choose how closely a run follows the original code (method.md §12)
 
 ``resume.pt`` also holds the run's fingerprint (:func:`run_fingerprint`):
 the model shape, every training setting, the device type, the CPU thread
-count, the compile mode and the sha256 of the train and validation token ids. A resume whose fingerprint differs is
-refused, naming what changed, since it would produce a model that no
-configuration describes.
+count, the compile mode and the sha256 of the train and validation token
+ids. A resume whose fingerprint differs is refused, naming what changed,
+since it would produce a model that no configuration describes.
 """
 
 from __future__ import annotations
