@@ -224,6 +224,35 @@ def test_multi_token_strings_and_zero_vectors_match_bruteforce():
     assert c.sum() > 0
 
 
+def test_dense_tiles_skip_the_screen_until_the_tiles_thin_out(monkeypatch):
+    """Strings alike to the prompts first (dense tiles), unrelated ones after: the first tile is screened,
+    the following dense ones go straight to the float32 product, and once a tile is sparse the screen
+    is back; exact throughout."""
+    rng = np.random.default_rng(12)
+    direction = rng.normal(size=D)
+    prompts = (direction + 0.2 * rng.normal(size=(8, D))).astype(np.float32)
+    alike = (direction + 0.2 * rng.normal(size=(256, D))).astype(np.float32)
+    unrelated = rng.normal(size=(256, D)).astype(np.float32)
+    strings = np.concatenate([alike, unrelated])
+    counts = _counts(rng, len(strings), max_tokens=3)
+    calls = []
+    for name in ("_bin_tile", "_bin_dense_tile", "_tile_matmul"):
+        original = getattr(search_module, name)
+        monkeypatch.setattr(search_module, name, lambda *a, name=name, original=original, **k:
+                            calls.append(f"{name} {a[0].dtype}" if name == "_tile_matmul" else name)
+                            or original(*a, **k))
+    got = search_block(prompts, strings, CountsCSR.from_dense(counts), EDGES, screen="bfloat16", threads=1,
+                       string_chunk=64)
+    expected = search_block_bruteforce(prompts, strings, counts, EDGES)
+    assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+    screen, product = "_tile_matmul torch.bfloat16", "_tile_matmul torch.float32"
+    dense, screened = [product, "_bin_dense_tile"], [screen, "_bin_tile"]
+    # 4 dense tiles (the first one screened), then the first unrelated tile is binned densely too (the
+    # one before it was dense), after which the screen is back for the 3 remaining tiles
+    assert calls == [screen] + dense * 5 + screened * 3
+    assert got[0][:, -10:].sum() > 0  # the alike strings reach the top bins
+
+
 def test_a_grid_of_one_edge_matches_bruteforce():
     rng = np.random.default_rng(6)
     prompts, strings = _correlated(rng, 10, 200)
