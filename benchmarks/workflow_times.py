@@ -3,9 +3,13 @@ grouped by the rules file (the target) whose rule wrote it.
 
     python benchmarks/workflow_times.py results/small            # a Markdown table
     python benchmarks/workflow_times.py results/small --jobs     # and one row per job
+    python benchmarks/workflow_times.py results/paper_short --jobs --log run.log  # and each job's declared mem_mb
 
 Per target: jobs, summed wall seconds, summed CPU seconds (the work itself, which a loaded
-machine does not inflate much), the largest peak RSS. Jobs overlap on several cores, so the
+machine does not inflate much), the largest peak RSS. With ``--log`` (Snakemake's output of the
+run, e.g. its ``.snakemake/log/*.snakemake.log``, or of ``snakemake -n --forceall``) also, per
+job, the ``mem_mb`` it declared (jobs whose peak exceeded it are counted) and the size of the
+outputs it wrote, as they are on disk now. Jobs overlap on several cores, so the
 run's own wall time is printed separately: from the earliest job start (a record's file time
 minus its wall seconds) to the last record written. Rerun jobs overwrite their records, so run
 it on a run made in one go (a fresh clone) for a run's true span.
@@ -49,6 +53,38 @@ def read_record(path: Path) -> dict[str, float]:
             "max_rss_mb": to_float(row.get("max_rss", "0")), "end": path.stat().st_mtime}
 
 
+def job_blocks(log: str) -> dict[str, str]:
+    """Snakemake's output split into one block per job (``rule NAME:`` ... ``benchmark: PATH`` ...),
+    by the job's benchmark record's file stem."""
+    blocks = {}
+    for job in re.split(r"\n(?=(?:local)?rule \w+:)", log):
+        bench = re.search(r"benchmark: (\S+)", job)
+        if bench:
+            blocks[Path(bench.group(1)).stem] = job
+    return blocks
+
+
+def declared_memory(log: str) -> dict[str, int]:
+    """The ``mem_mb`` each job declared (``resources: ..., mem_mb=N, ...``), by record stem."""
+    return {name: int(mem.group(1)) for name, job in job_blocks(log).items()
+            if (mem := re.search(r"\bmem_mb=(\d+)", job))}
+
+
+def output_megabytes(log: str, root: Path) -> dict[str, float]:
+    """The size of each job's outputs (``output: a, b``; directories summed) under ``root``, by record stem."""
+    def size(path: Path) -> int:
+        if path.is_dir():
+            return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        return path.stat().st_size if path.exists() else 0
+
+    sizes = {}
+    for name, job in job_blocks(log).items():
+        outputs = re.search(r"output: (.+)", job)
+        paths = [root / o.strip() for o in outputs.group(1).split(",")] if outputs else []
+        sizes[name] = sum(size(p) for p in paths) / 1e6
+    return sizes
+
+
 def summarize(results: Path, patterns=None) -> tuple[dict[str, dict], list[tuple[str, str, dict]], float]:
     patterns = patterns or record_patterns()
     records = sorted((results / "benchmarks").glob("*.tsv"))
@@ -73,8 +109,12 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path, help="a preset's results directory, e.g. results/small")
     parser.add_argument("--jobs", action="store_true", help="also one row per job")
+    parser.add_argument("--log", type=Path, help="Snakemake's output of the run: adds each job's declared mem_mb")
     args = parser.parse_args(argv)
     targets, jobs, span = summarize(args.results)
+    log = args.log.read_text(encoding="utf-8") if args.log else ""
+    # results/<preset> lies two levels below the directory the workflow ran in
+    declared, written = declared_memory(log), output_megabytes(log, args.results.resolve().parents[1])
     total_cpu = sum(t["cpu_s"] for t in targets.values())
     order = ["core", *sorted(t for t in targets if t not in ("core", "other")), *(["other"] if "other" in targets else [])]
     print("| target | jobs | wall s (summed over jobs) | CPU s | share of CPU | largest peak RSS MB |")
@@ -86,10 +126,19 @@ def main(argv=None) -> None:
     print(f"| all | {len(jobs)} | {sum(t['wall_s'] for t in targets.values()):,.0f} | {total_cpu:,.0f} | 100% | "
           f"{max(t['max_rss_mb'] for t in targets.values()):,.0f} |")
     print(f"\nthe run's span, first job start to last record: {span:,.0f} s ({span / 60:.1f} min)")
+    if written:
+        print(f"outputs on disk: {sum(written.values()) / 1000:,.1f} GB")
+    if declared:
+        over = [name for _, name, r in jobs if name in declared and r["max_rss_mb"] > declared[name]]
+        print(f"declared mem_mb: {len(declared)} jobs; peak above it: {len(over)} {over if over else ''}; "
+              f"largest declaration {max(declared.values()):,} MB")
     if args.jobs:
-        print("\n| target | job | wall s | CPU s | peak RSS MB |\n|---|---|---|---|---|")
+        print("\n| target | job | wall s | CPU s | peak RSS MB | declared mem_mb | written MB |\n|---|---|---|---|---|---|---|")
         for target, name, r in sorted(jobs, key=lambda j: (order.index(j[0]), -j[2]["cpu_s"])):
-            print(f"| `{target}` | `{name}` | {r['wall_s']:,.1f} | {r['cpu_s']:,.1f} | {r['max_rss_mb']:,.0f} |")
+            mem = f"{declared[name]:,}" if name in declared else "-"
+            out = f"{written[name]:,.1f}" if name in written else "-"
+            print(f"| `{target}` | `{name}` | {r['wall_s']:,.1f} | {r['cpu_s']:,.1f} | {r['max_rss_mb']:,.0f} | {mem} | "
+                  f"{out} |")
 
 
 if __name__ == "__main__":

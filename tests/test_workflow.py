@@ -380,7 +380,7 @@ def test_a_missing_search_shard_is_the_only_search_job_rerun(finished_run, repo,
             os.utime(path, ns=(mtime, mtime))
 
 
-def test_every_benchmark_record_belongs_to_a_named_target(finished_run, repo):
+def test_every_benchmark_record_belongs_to_a_named_target(finished_run, repo, test_config):
     """benchmarks/workflow_times.py (the README's per-target times) maps every job to its target."""
     import importlib.util
 
@@ -394,3 +394,11 @@ def test_every_benchmark_record_belongs_to_a_named_target(finished_run, repo):
     assert sum(t["jobs"] for t in targets.values()) == len(jobs)
     search_jobs = [name for target, name, _ in jobs if name.startswith("search_")]
     assert search_jobs and all(target == "core" for target, name, _ in jobs if name in search_jobs)
+    # --log: each job's declared memory, read from Snakemake's output of the run
+    log = run_snakemake(repo, finished_run.parent.parent, "-n", "--forceall", config=test_config)
+    declared = workflow_times.declared_memory(log.stdout + log.stderr)
+    assert set(declared) == {name for _, name, _ in jobs} and min(declared.values()) > 0
+    written = workflow_times.output_megabytes(log.stdout + log.stderr, finished_run.parent.parent)
+    assert set(written) == set(declared)
+    model = finished_run / "models/seed1337/model.safetensors"
+    assert written["train_seed1337"] >= model.stat().st_size / 1e6 > 0
