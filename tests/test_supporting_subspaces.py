@@ -7,9 +7,11 @@ import torch
 from tinylens.model import ModelConfig, Transformer
 from tinylens.supporting.inputs import load_subspaces, save_subspaces
 from tinylens.supporting.subspaces import (
+    analyse_stage,
     check_stages,
     learn_token_vectors,
     mixture_distributions,
+    mixture_pairs,
     self_probability,
     token_subspaces,
 )
@@ -125,3 +127,23 @@ def test_stage_configuration_is_checked():
         check_stages([7, 6], 6, "k")
     with pytest.raises(ValueError, match="6 must be among them"):
         check_stages([5, 4], 6, "k")
+
+
+def test_a_stage_of_every_token_is_its_parts(model):
+    """analyse_stage (the rule's one call per stage) gives what the parts give, one row per token."""
+    vocab = "abcdefg"[:VOCAB]
+    pairs = mixture_pairs(["ab", "gc"], vocab, "tokenizer.json")
+    assert pairs == [(0, 1), (6, 2)]
+    options = dict(lr=0.1, weight_decay=0.01, target_nll=1e-3, max_steps=60, seed=2)
+    result = analyse_stage(model, 2, vocab, pairs, 4, **options)
+    learned = learn_token_vectors(model, 2, list(range(VOCAB)), 4, **options)
+    sub = token_subspaces(learned.samples)
+    assert torch.equal(result.tensors["samples"], learned.samples)
+    assert np.array_equal(result.columns["stopped_step"], learned.stopped_step)
+    assert np.array_equal(result.columns["samples_reached"], (learned.sample_nll < 1e-3).sum(1))
+    assert np.allclose(result.columns["sigma_ratio"], sub.sigma_ratio)
+    assert np.allclose(result.columns["self_probability"], self_probability(model, 2, list(range(VOCAB)), sub))
+    assert np.allclose(result.mixtures, mixture_distributions(model, 2, sub, pairs))
+    assert result.columns["token"] == list(vocab) and result.mixtures.shape == (2, VOCAB)
+    with pytest.raises(ValueError, match=r"'supporting.mixture_pairs'.*\['z'\].*tokenizer.json"):
+        mixture_pairs(["az"], vocab, "tokenizer.json")

@@ -195,3 +195,54 @@ def check_stages(stages: Sequence[int], n_layer: int, key: str) -> list[int]:
                          f"s, 0-based; {n_layer} = the input of ln_f) and {n_layer} must be among them; "
                          "fix it in config/config.yaml")
     return sorted(stages, reverse=True)
+
+
+def mixture_pairs(pairs: Sequence[str], vocab: str, source: str) -> list[tuple[int, int]]:
+    """Token ids of the configured pairs of characters (``supporting.mixture_pairs``); ``source``: the
+    tokenizer file the vocabulary came from, for the error."""
+    unknown = [c for pair in pairs for c in pair if c not in vocab]
+    if unknown:
+        raise ValueError(f"config key 'supporting.mixture_pairs' names characters {unknown} that are not in the "
+                         f"vocabulary of {source}; use single characters of the corpus")
+    return [(vocab.index(a), vocab.index(b)) for a, b in pairs]
+
+
+@dataclass(frozen=True)
+class StageAnalysis:
+    """One stage of every token (:func:`analyse_stage`): what the rule's three files hold."""
+
+    tensors: dict[str, np.ndarray]  # the learned samples and the subspaces (the safetensors file)
+    columns: dict[str, np.ndarray]  # one row per token (the tokens table)
+    mixtures: np.ndarray  # [pair vocab]: the distribution of each pair's summed directions
+
+
+def analyse_stage(model: Transformer, stage: int, vocab: str, pairs: Sequence[tuple[int, int]], samples: int, *,
+                  lr: float, weight_decay: float, target_nll: float, max_steps: int, seed: int,
+                  device: torch.device | str = "cpu", progress: bool = False) -> StageAnalysis:
+    """Learn ``samples`` vectors for every token of ``vocab`` at ``stage`` (on ``device``), their
+    subspaces, each token's probability from its direction alone, and the pairs' mixtures (on the CPU)."""
+    tokens = list(range(len(vocab)))
+    learned = learn_token_vectors(model.to(device), stage, tokens, samples, lr=lr, weight_decay=weight_decay,
+                                  target_nll=target_nll, max_steps=max_steps, seed=seed, progress=progress)
+    model = model.cpu()
+    learned_samples = learned.samples.cpu()
+    sub = token_subspaces(learned_samples)
+    columns = {
+        "stage": np.full(len(tokens), stage, dtype=np.int8),
+        "token_id": np.asarray(tokens, dtype=np.int16),
+        "token": list(vocab),
+        "reached": learned.stopped_step >= 0,
+        "stopped_step": learned.stopped_step.astype(np.int32),
+        "joint_nll": learned.joint_nll,
+        "samples_reached": (learned.sample_nll < target_nll).sum(1).astype(np.int32),
+        "singular": sub.singular,
+        "singular_centred": sub.singular_centred,
+        "sigma_ratio": sub.sigma_ratio,
+        "sigma_ratio_centred": sub.sigma_ratio_centred,
+        "median_norm": sub.median_norm,
+        "negative_share": sub.negative_share,
+        "self_probability": self_probability(model, stage, tokens, sub),
+    }
+    tensors = {"samples": learned_samples, "direction": sub.direction, "median_norm": sub.median_norm,
+               "singular": sub.singular, "singular_centred": sub.singular_centred}
+    return StageAnalysis(tensors, columns, mixture_distributions(model, stage, sub, pairs))
