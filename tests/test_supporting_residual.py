@@ -124,3 +124,13 @@ def test_vector_sum_paths_add_up_to_the_model(tokens):
         assert np.linalg.norm(path["full"]["points"][-1]) == pytest.approx(path["final_norm"], rel=1e-5)
         assert np.linalg.norm(path["ffwd_only"]["points"][-1]) == pytest.approx(path["ffwd_only_norm"], rel=1e-5)
         assert 0 < path["endpoint_angle_degrees"] < 180
+
+
+def test_tables_split_by_mode_keep_their_row_order():
+    from tinylens.supporting.summary import split_by_mode
+
+    cols = {"mode": ["corpus", "heldout", "corpus", "paper"], "x": [1, 2, 3, 4]}
+    split = split_by_mode(cols, ["corpus", "heldout"])
+    assert list(split) == ["corpus", "heldout"]
+    assert split["corpus"]["x"].tolist() == [1, 3] and split["heldout"]["x"].tolist() == [2]
+    assert split["heldout"]["mode"].tolist() == ["heldout"]

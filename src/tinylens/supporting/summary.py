@@ -73,6 +73,35 @@ def subspace_section(per_stage: Mapping[int, Mapping], n_layer: int) -> dict:
     }
 
 
+def split_by_mode(columns: Mapping[str, Sequence], modes: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+    """A table's columns (with a ``mode`` column) as one set of columns per mode."""
+    mode = np.asarray(columns["mode"])
+    return {m: {k: np.asarray(v)[mode == m] for k, v in columns.items()} for m in modes}
+
+
+def family_metrics(ablation: Mapping[int, Mapping[str, np.ndarray]], scaling: Mapping[str, dict],
+                   noise: Mapping[str, dict], endpoint: Mapping[str, dict], stages: Mapping[int, Mapping],
+                   criterion: Mapping[str, Mapping], n_blocks: int) -> dict:
+    """The family's metrics JSON: the headline and one section per analysis, the paper's numbers
+    beside ours. ``ablation``: each seed's table; ``scaling``, ``noise``, ``endpoint``: per mode (as
+    :func:`split_by_mode` gives); ``stages``: :func:`summarize_stage` of each stage; ``criterion``:
+    each mode's criterion JSON."""
+    modes = list(scaling)
+    sections = {
+        "ablation": ablation_section(summarize_ablation(ablation), n_blocks),
+        "criterion": criterion_section(criterion, n_blocks),
+        "token_subspaces": subspace_section(stages, n_blocks),
+        "final_layernorm": {"paper": published.FINAL_LAYERNORM,
+                            "modes": {m: {"scaling": summarize_scaling(scaling[m]), "noise": summarize_noise(noise[m])}
+                                      for m in modes}},
+        "ffwd_endpoint": {m: summarize_endpoint(endpoint[m]) for m in modes},
+    }
+    return {"headline": headline(sections["ablation"], sections["criterion"], sections["token_subspaces"],
+                                 {m: v["scaling"] for m, v in sections["final_layernorm"]["modes"].items()},
+                                 sections["ffwd_endpoint"], list(stages)),
+            **sections}
+
+
 def headline(ablation: Mapping, criterion: Mapping, subspaces: Mapping, scaling: Mapping, endpoint: Mapping,
              stages: Sequence[int], mode: str = "corpus") -> dict[str, float | None]:
     """A flat table of the few numbers to look at first (the paper's prompt mode)."""
