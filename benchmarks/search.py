@@ -12,6 +12,9 @@ For the `small` shapes (d_model 64) and the paper shapes (d_model 384), both wit
   threads (slower here: it writes the whole matrix to memory). The faster is the floor the ratio
   is taken against;
 - **bf16 GEMM** (for reference, when the screen is bf16): (b) in bfloat16;
+- **ours, per candidate** (``--per-candidate``): the same search with the dense-tile path switched
+  off (``dense_fraction`` above 1: every candidate gets its own dot product), to show what that path
+  buys where most pairs are candidates (weakly trained models);
 - **naive**, as the original research code did it: the dense float32 cosine matrix of all
   strings, filtered at 0.70, then per prompt and edge a numpy sum of the next-token counts (a
   Python loop); on ``--naive-prompts`` of the prompts (it is slow), timed per pair.
@@ -194,7 +197,8 @@ def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to
     screen = resolve_screen(args.screen, device)
     naive_rows = prompt_rows[: args.naive_prompts]
     check = np.random.default_rng(args.seed + 3).choice(len(prompt_rows), args.check_prompts, replace=False)
-    methods = ["ours"] + (["gemm_full"] if args.full_gemm else []) + ["gemm_tiled"]
+    methods = ["ours"] + (["ours_per_candidate"] if args.per_candidate else [])
+    methods += (["gemm_full"] if args.full_gemm else []) + ["gemm_tiled"]
     methods += (["bf16_tiled"] if screen == "bfloat16" else []) + (["naive"] if len(naive_rows) else [])
     if args.only_ours:  # the search's own time at a scale where the references would take too long
         methods = ["ours"]
@@ -215,6 +219,11 @@ def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to
         (m, c), st = measured(partial(search_block, prompts, strings, csr, EDGES, screen=screen,
                                       threads=args.threads, device=device))
         record(times, "ours", st)
+        if "ours_per_candidate" in times:
+            (pm, pc), st = measured(partial(search_block, prompts, strings, csr, EDGES, screen=screen,
+                                            threads=args.threads, device=device, dense_fraction=2.0))
+            record(times, "ours_per_candidate", st)
+            agree["bruteforce"] &= bool(np.array_equal(pm, m) and np.array_equal(pc, c))
         if "gemm_full" in times:
             out = torch.empty((len(prompts), len(strings)), dtype=torch.float32)
             record(times, "gemm_full", measured(partial(gemm_full, p_t, s_t, out))[1])
@@ -259,6 +268,7 @@ def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to
         "naive_over_ours": total["naive_projected"]["wall"] / total["ours"]["wall"] if "naive" in total else None,
         "gemm_tflops": 2 * pairs * d_model / total[bare]["wall"] / 1e12,
         "matches_per_prompt_block": float(m.sum() / len(prompt_rows)),
+        "matching_fraction": float(m.sum() / len(prompt_rows) / len(table)),  # of the last block's pairs
         "exact_vs_bruteforce": agree["bruteforce"], "check_prompts": len(check),
         "naive_identical_fraction": agree["naive_identical"] / max(agree["naive_cells"], 1),
     }
@@ -276,6 +286,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=1000, help="prompts (a fixed random sample of the strings)")
     parser.add_argument("--naive-prompts", type=int, default=20, help="of those, searched the naive way too")
     parser.add_argument("--full-gemm", action="store_true", help="also time the bare GEMM as one mm per block")
+    parser.add_argument("--per-candidate", action="store_true", help="also time ours without the dense-tile path")
     parser.add_argument("--only-ours", action="store_true", help="time the search alone (e.g. 20,000 prompts)")
     parser.add_argument("--check-prompts", type=int, default=10, help="of those, checked against float64")
     parser.add_argument("--threads", type=int, default=2)
@@ -323,6 +334,12 @@ def main() -> None:
               f"| **{r['ratio_wall']:.2f}** ({r['ratio_cpu']:.2f}) | {naive_ratio} "
               f"| float64 on {r['check_prompts']} prompts: {'identical' if r['exact_vs_bruteforce'] else 'DIFFERENT'}; "
               f"naive: {r['naive_identical_fraction']:.2%} of cells |")
+    for r in rows:
+        t = r["times"]
+        print(f"{r['shape']}: {r['matching_fraction']:.1%} of the last block's pairs above {EDGES[0]}"
+              + (f"; ours without the dense-tile path {t['ours_per_candidate']['wall']:.1f} s "
+                 f"({t['ours_per_candidate']['cpu']:.1f} CPU-s), "
+                 f"{t['ours_per_candidate']['wall'] / t['ours']['wall']:.2f}x ours" if "ours_per_candidate" in t else ""))
     print("\nmemory above the inputs (MiB, the largest block): "
           + "; ".join(f"{r['shape']}: ours {r['times']['ours']['extra_mib']:,.0f}"
                       + (f", tiled GEMM {r['times']['gemm_tiled']['extra_mib']:,.0f}" if "gemm_tiled" in r["times"] else "")
