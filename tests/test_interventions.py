@@ -13,6 +13,7 @@ from tinylens.interventions import (
     hook_name,
     replace,
     run,
+    run_in_batches,
     scale,
 )
 from tinylens.model import ModelConfig, Transformer
@@ -157,3 +158,18 @@ def test_direct_logits_of_every_term_sum_to_the_logits(model, tokens):
         torch.testing.assert_close(per_head.sum(1), direct_logits(model, sum(head_outputs(model, 1, trace["blocks.1.z"]).unbind(1)), final))
     with pytest.raises(ValueError, match="must be"):
         direct_logits(model, final[:, :3], final)
+
+
+def test_a_run_in_batches_is_the_run_of_all_sequences(model, tokens):
+    options = dict(record=["blocks.*.ffwd_out", "ln_f_input"], edits=scale(hook_name(1, "block_output"), 3.0))
+    whole = run(model, tokens, **options, last_only=True)
+    batched = run_in_batches(model, tokens, batch_size=2, **options, last_only=True)  # batches of 2, 2, 1
+    assert torch.allclose(batched.logits, whole.logits, atol=1e-5) and batched.logits.shape == (5, 11)
+    assert sorted(batched.cache) == sorted(whole.cache)
+    for name, value in whole.cache.items():
+        assert torch.allclose(batched[name], value, atol=1e-5), name
+    resid = run(model, tokens, record=[hook_name(2, "block_input")])[hook_name(2, "block_input")]
+    from_resid = run_in_batches(model, resid=resid, start=2, batch_size=3)
+    assert torch.allclose(from_resid.logits, run(model, tokens).logits, atol=1e-5)
+    with pytest.raises(ValueError, match="exactly one of tokens="):
+        run_in_batches(model, batch_size=2)

@@ -138,8 +138,9 @@ class _Hooks:
             value = edit(value, self.seen)
         self.seen[kind] = value
         if name in self.record:
-            # The position axis is second to last everywhere (the query axis of attn_pattern).
-            self.cache[name] = value[..., -1, :] if self.last_only else value
+            # The position axis is second to last everywhere (the query axis of attn_pattern). The last
+            # position is copied: a view would keep the whole [batch pos ...] tensor alive.
+            self.cache[name] = value[..., -1, :].clone() if self.last_only else value
         return value
 
 
@@ -185,6 +186,23 @@ def run(
         if last_only:
             logits = logits[:, -1]
     return Trace(logits=logits, cache=hooks.cache)
+
+
+def run_in_batches(model: Transformer, tokens: Tensor | None = None, *, resid: Tensor | None = None,
+                   batch_size: int = 2048, **options) -> Trace:
+    """:func:`run` over ``batch_size`` sequences at a time, the logits and the recorded values joined
+    along the batch axis (every hook value has it first): what a whole prompt set costs in memory is
+    one batch's activations, not all of them at once. ``options`` go to :func:`run`; an edit must
+    treat every sequence alike (no per-sequence tensors: a batch would see the wrong rows)."""
+    inputs = tokens if tokens is not None else resid
+    if inputs is None:
+        raise ValueError("pass exactly one of tokens= (token ids) and resid= (a residual stream)")
+    traces = [run(model, **({"tokens": part} if tokens is not None else {"resid": part}), **options)
+              for part in inputs.split(batch_size)]
+    if len(traces) == 1:
+        return traces[0]
+    return Trace(logits=torch.cat([t.logits for t in traces]),
+                 cache={name: torch.cat([t.cache[name] for t in traces]) for name in traces[0].cache})
 
 
 # --- edits -------------------------------------------------------------------------------------
