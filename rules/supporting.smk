@@ -12,8 +12,12 @@ PROMPT_TABLES = expand(results("strings/prompts_{mode}.parquet"), mode=MODES)
 
 
 #: Bytes of one forward batch of the per-prompt rules (ablation, final LayerNorm, endpoint): 2048 prompts x
-#: 10 positions, a few d_model-wide and one 4 d_model-wide intermediates (float32).
-BATCH_MB = 2048 * 10 * 4 * 12 * D_MODEL / 2**20
+#: 10 positions. Measured at d_model 384 (paper_short): the batch's activations and the allocator's slack
+#: come to about 45 d_model-wide float32 vectors per position; 64 leaves a third of headroom.
+BATCH_MB = 2048 * 10 * 4 * 64 * D_MODEL / 2**20
+#: Bytes per prompt row: the tables, and the last-position values the endpoint records for every
+#: evaluation prompt of a mode (14 d_model-wide vectors: a sixth of them per row of all modes' tables).
+PROMPT_ROW_BYTES = 2000 + 16 * D_MODEL
 
 
 rule ablation:
@@ -26,8 +30,9 @@ rule ablation:
         modes=MODES,
     threads: 1
     resources:
-        # the model and one forward batch; time: 1 + 6 x (2 full-context + 3 one-token) passes per prompt
-        mem_mb=per_row("prompts", 500 + BATCH_MB, 2000),
+        # the model and one forward batch; time: 2 full passes, then per block 2 edited passes from that
+        # block on and 3 one-token ones, per prompt (about 23 ms at d_model 384 on one core)
+        mem_mb=per_row("prompts", 500 + BATCH_MB, PROMPT_ROW_BYTES),
         runtime=per_row("prompts", 5, row_seconds=2e-3 * max(1, D_MODEL / 64) ** 2),
     log:
         results("logs/ablation_seed{seed}.log"),
@@ -52,7 +57,7 @@ rule final_layernorm:
         levels=SUPPORTING["noise_levels"],
         seed=SUPPORTING["noise_seed"],
     resources:
-        mem_mb=per_row("prompts", 500 + BATCH_MB, 2000),
+        mem_mb=per_row("prompts", 500 + BATCH_MB, PROMPT_ROW_BYTES),
         runtime=per_row("prompts", 5, row_seconds=1e-3 * max(1, D_MODEL / 64) ** 2),
     log:
         results("logs/final_layernorm.log"),
@@ -73,7 +78,7 @@ rule ffwd_endpoint:
     params:
         modes=MODES,
     resources:
-        mem_mb=per_row("prompts", 500 + BATCH_MB, 2000),
+        mem_mb=per_row("prompts", 500 + BATCH_MB, PROMPT_ROW_BYTES),
         runtime=per_row("prompts", 5, row_seconds=1e-3 * max(1, D_MODEL / 64) ** 2),
     log:
         results("logs/ffwd_endpoint.log"),

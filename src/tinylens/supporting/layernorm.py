@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tinylens.interventions import hook_name, run, scale
+from tinylens.interventions import hook_name, run, run_in_batches, scale
 from tinylens.measures import cosine, hellinger, softmax
 from tinylens.model import Transformer
 from tinylens.supporting.schemas import NOISE_SCHEMA, SCALING_SCHEMA
@@ -42,12 +42,12 @@ def scaling_deviation(model: Transformer, tokens: Tensor, factors: Sequence[floa
     prompt_id), one row per (factor, prompt), factors outermost."""
     model.eval()
     last = hook_name(model.config.n_layer - 1, "block_output")
-    base = run(model, tokens, record=["ln_f_input", "ln_f_output"], last_only=True)
+    base = run_in_batches(model, tokens, record=["ln_f_input", "ln_f_output"], last_only=True)
     x, y = base["ln_f_input"], base["ln_f_output"]
     q = softmax(base.logits)
     cols: dict[str, list] = {k: [] for k in SCALING_SCHEMA.columns if k not in ("mode", "prompt_id")}
     for c in factors:
-        scaled = run(model, tokens, edits=scale(last, c), record=["ln_f_output"], last_only=True)
+        scaled = run_in_batches(model, tokens, edits=scale(last, c), record=["ln_f_output"], last_only=True)
         y_c = scaled["ln_f_output"]
         # ln_f(c x) = g (c x - c mu) / sqrt(c^2 var + eps) + beta = ln_f with eps / c^2, applied to x.
         predicted = layernorm_float64(model.ln_f, x, eps=model.ln_f.eps / c**2)
@@ -68,7 +68,7 @@ def noise_experiment(model: Transformer, tokens: Tensor, levels: Sequence[float]
     :data:`NOISE_SCHEMA` (less mode and prompt_id), one row per (level, prompt), levels outermost."""
     model.eval()
     n_layer = model.config.n_layer
-    base = run(model, tokens, record=["ln_f_input", "ln_f_output"], last_only=True)
+    base = run_in_batches(model, tokens, record=["ln_f_input", "ln_f_output"], last_only=True)
     x, y = base["ln_f_input"], base["ln_f_output"]
     q = softmax(base.logits)
     generator = torch.Generator().manual_seed(seed)

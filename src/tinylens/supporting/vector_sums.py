@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tinylens.interventions import hook_name, run
+from tinylens.interventions import hook_name, run, run_in_batches
 from tinylens.measures import cosine, hellinger, softmax
 from tinylens.model import Transformer
 
@@ -26,8 +26,8 @@ def residual_terms(model: Transformer, tokens: Tensor) -> dict[str, Tensor]:
     """Last-position terms of the final residual: ``embed`` ``[batch d_model]``, ``sa_out`` and
     ``ffwd_out`` ``[block batch d_model]``, ``ln_f_input`` ``[batch d_model]`` and ``logits``."""
     model.eval()
-    trace = run(model, tokens, record=[hook_name(0, "block_input"), "blocks.*.sa_out", "blocks.*.ffwd_out",
-                                       "ln_f_input"], last_only=True)
+    trace = run_in_batches(model, tokens, record=[hook_name(0, "block_input"), "blocks.*.sa_out",
+                                                  "blocks.*.ffwd_out", "ln_f_input"], last_only=True)
     return {"embed": trace[hook_name(0, "block_input")], "sa_out": trace.stacked("sa_out"),
             "ffwd_out": trace.stacked("ffwd_out"), "ln_f_input": trace["ln_f_input"], "logits": trace.logits}
 
