@@ -372,6 +372,24 @@ def test_the_search_runs_its_float32_matmuls_in_full_precision(monkeypatch, binn
     assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
 
 
+def test_a_float32_tile_is_the_float32_product_whichever_library_makes_it():
+    """The CPU's float32 tiles (oneDNN's product where torch has it, else torch.mm) stay within the
+    float32 bound of the float64 product, far from a bfloat16 product's error."""
+    rng = np.random.default_rng(13)
+    a = torch.from_numpy(rng.normal(size=(64, 384)).astype(np.float32))
+    strings = torch.from_numpy(rng.normal(size=(512, 384)).astype(np.float32))
+    with exact_float32_matmul():
+        tile = search_module._tile_matmul(a, strings.T)  # b_t: the transpose of contiguous rows
+        via_mm = search_module._tile_matmul(a, strings.T.contiguous())  # not: torch.mm
+    exact = a.double() @ strings.double().T
+    bound = 384 * 2.0**-24 * (a.double().abs() @ strings.double().abs().T)  # d u sum |a_i b_i|
+    for got in (tile, via_mm):
+        assert got.dtype == torch.float32 and got.shape == (64, 512)
+        assert ((got.double() - exact).abs() <= bound).all()
+    bf16 = (a.bfloat16() @ strings.bfloat16().T).double()
+    assert (bf16 - exact).abs().max() > 100 * (tile.double() - exact).abs().max()
+
+
 def test_a_float32_tile_refuses_reduced_precision():
     previous = torch.get_float32_matmul_precision()
     try:
