@@ -530,7 +530,7 @@ def _chunks(device: torch.device) -> tuple[int, int]:
 def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, edges: np.ndarray,
                  members: np.ndarray | None = None, *, device: torch.device | str = "cpu", screen: str = "auto",
                  binner: str | None = None, threads: int | None = None, prompt_chunk: int | None = None,
-                 string_chunk: int | None = None, dense_fraction: float = 0.2, progress: bool = False,
+                 string_chunk: int | None = None, dense_fraction: float | None = None, progress: bool = False,
                  desc: str = "search") -> tuple[np.ndarray, np.ndarray]:
     """Binned matches of every prompt against every string, for one block.
 
@@ -542,7 +542,9 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
     as the caller set it with ``torch.set_num_threads``); ``dense_fraction``: with the bfloat16 screen and
     the compiled binner, a tile with more candidates than this share of its entries gets one float32
     product of its raw vectors instead of a dot product per candidate, and the worker's next tile skips the
-    screen while tiles stay that dense (0: every tile, above 1: none).
+    screen while tiles stay that dense (0: every tile, above 1: none; default: 0.1 from d_model 256 on,
+    0.2 below, where the per-candidate dot products are cheap: the faster of 0.05-0.2 on a block of
+    paper_short's and of the small preset's activations, benchmarks/search.py --per-candidate).
     Returns ``(bin_matches [n_prompts n_bins], bin_counts [n_prompts n_bins vocab])``, int64.
     """
     device = torch.device(device)
@@ -559,6 +561,8 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
     if screen == "bfloat16" and start - screen_margin(d_model, screen) <= 0:
         screen = "float32"  # the bf16 bit-pattern comparison needs a positive threshold
     margin = screen_margin(d_model, screen)
+    if dense_fraction is None:
+        dense_fraction = 0.1 if d_model >= 256 else 0.2
     margin_bins = rounding_margin(d_model) / step + 1e-6  # float32 values near an edge go to float64
     refine = screen == "bfloat16"
     default_p, default_s = _chunks(device)
