@@ -133,7 +133,7 @@ def main(argv=None) -> None:
         print(f"declared mem_mb: {len(declared)} jobs; peak above it: {len(over)} {over if over else ''}; "
               f"largest declaration {max(declared.values()):,} MB")
     if args.jobs:
-        print("\n| target | job | wall s | CPU s | peak RSS MB | declared mem_mb | written MB |\n|---|---|---|---|---|---|---|")
+        print("\n| target | job | wall s | CPU s | peak RSS MB | declared mem_mb | outputs MB |\n|---|---|---|---|---|---|---|")
         for target, name, r in sorted(jobs, key=lambda j: (order.index(j[0]), -j[2]["cpu_s"])):
             mem = f"{declared[name]:,}" if name in declared else "-"
             out = f"{written[name]:,.1f}" if name in written else "-"

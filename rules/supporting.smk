@@ -132,8 +132,10 @@ rule token_subspaces:
         device=config["device"],
     threads: SUPPORTING_SIZES["subspace_threads"]
     resources:
-        # every token's samples, their gradients and AdamW's two moments (float32), and the model
-        mem_mb=700 + 16 * SUPPORTING_SIZES["subspace_samples"] * 65 * D_MODEL * 4 // 2**20,
+        # every token's samples, their gradients and AdamW's two moments (float32), the forward and
+        # backward activations through the rest of the model, and the model: 1,132 MB measured at
+        # d_model 384 (paper_short), 543 at 64
+        mem_mb=1000 + 48 * SUPPORTING_SIZES["subspace_samples"] * 65 * D_MODEL * 4 // 2**20,
         # the paper preset's 4 x 50,000 steps are meant for a GPU
         runtime=10 + len(SUBSPACE_STAGES) * SUPPORTING_SIZES["subspace_steps"] // 400,
         gpu=TRAIN["resources"]["gpu"],
