@@ -3,18 +3,17 @@
 For the `small` shapes (d_model 64) and the paper shapes (d_model 384), both with all
 858,923 strings, ``--prompts`` prompts (default 1,000) and 6 blocks, it times:
 
-- **ours**: ``tinylens.search.search_block`` (exact: screen tiles, re-checks, per-bin sums),
-  with the screen it picks on this machine (``--screen``) and ``--threads`` worker threads;
+- **ours**: ``tinylens.search.search_block`` (exact: float32 tiles, re-checks, per-bin sums),
+  with ``--threads`` worker threads;
 - **bare GEMM**: a float32 matrix multiply of exactly the same shapes (prompts x strings x
   d_model, every block) with the same threads, nothing else: (b) the product in cache-sized tiles,
   one tile per thread at a time (how ours multiplies); with ``--full-gemm`` also (a) one
   ``torch.mm`` per block into a preallocated [prompts strings] output, ``--threads`` intra-op
   threads (slower here: it writes the whole matrix to memory). The faster is the floor the ratio
   is taken against;
-- **bf16 GEMM** (for reference, when the screen is bf16): (b) in bfloat16;
-- **ours, per candidate** (``--per-candidate``): the same search with the dense-tile path switched
-  off (``dense_fraction`` above 1: every candidate gets its own dot product), to show what that path
-  buys where most pairs are candidates (weakly trained models);
+- **ours, per candidate** (``--per-candidate``): the same search with the dense-row path switched
+  off (``dense_fraction`` above 1: every row is binned candidate by candidate), to show what that
+  path buys where most pairs are candidates (weakly trained models);
 - **naive**, as the original research code did it: the dense float32 cosine matrix of all
   strings, filtered at 0.70, then per prompt and edge a numpy sum of the next-token counts (a
   Python loop); on ``--naive-prompts`` of the prompts (it is slow), timed per pair.
@@ -58,7 +57,6 @@ from tinylens.search import (
     CountsCSR,
     _tile_matmul,
     exact_float32_matmul,
-    resolve_screen,
     search_block,
     search_block_bruteforce,
     threshold_edges,
@@ -132,11 +130,8 @@ def gemm_tiled(prompts: torch.Tensor, strings: torch.Tensor, threads: int, promp
 
     def work(p0: int) -> None:
         a = prompts[p0 : p0 + prompt_chunk]
-        buffers = {}
         for s0 in range(0, strings.shape[0], string_chunk):
-            width = min(string_chunk, strings.shape[0] - s0)
-            out = buffers.setdefault(width, torch.empty((len(a), width), dtype=prompts.dtype))
-            _tile_matmul(a, strings_t[:, s0 : s0 + width], out=out)
+            _tile_matmul(a, strings_t[:, s0 : s0 + string_chunk])
 
     torch_threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -194,20 +189,18 @@ def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to
     q = orthonormal_columns(project_to, cfg.n_embed, args.seed) if project_to else None
     d_model = project_to or cfg.n_embed
     device = torch.device(args.device)
-    screen = resolve_screen(args.screen, device)
     naive_rows = prompt_rows[: args.naive_prompts]
     check = np.random.default_rng(args.seed + 3).choice(len(prompt_rows), args.check_prompts, replace=False)
     methods = ["ours"] + (["ours_per_candidate"] if args.per_candidate else [])
     methods += (["gemm_full"] if args.full_gemm else []) + ["gemm_tiled"]
-    methods += (["bf16_tiled"] if screen == "bfloat16" else []) + (["naive"] if len(naive_rows) else [])
+    methods += ["naive"] if len(naive_rows) else []
     if args.only_ours:  # the search's own time at a scale where the references would take too long
         methods = ["ours"]
     times = {m: {"wall": [], "cpu": [], "extra_mib": []} for m in methods}
     agree = {"bruteforce": True, "naive_cells": 0, "naive_identical": 0}
     torch.set_num_threads(args.threads)
     warm = np.random.default_rng(0).normal(size=(300, d_model)).astype(np.float32)
-    search_block(warm[:3], warm, csr.take(np.arange(300)), EDGES, screen=screen, threads=args.threads,
-                 device=device)  # compiles the kernels once
+    search_block(warm[:3], warm, csr.take(np.arange(300)), EDGES, threads=args.threads, device=device)  # compiles the kernels once
     for b in range(cfg.n_layer):
         strings = load_block(inputs["dumps"], b, KIND, cfg.n_embed, strings=table.strings)
         if q is not None:
@@ -216,12 +209,12 @@ def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to
         strings = np.require(strings, requirements="W")  # torch wants writable arrays
         p_t, s_t = torch.from_numpy(prompts), torch.from_numpy(strings)
         # ours, then the GEMMs, then the references: the same order in every block
-        (m, c), st = measured(partial(search_block, prompts, strings, csr, EDGES, screen=screen,
-                                      threads=args.threads, device=device))
+        (m, c), st = measured(partial(search_block, prompts, strings, csr, EDGES, threads=args.threads,
+                                      device=device))
         record(times, "ours", st)
         if "ours_per_candidate" in times:
-            (pm, pc), st = measured(partial(search_block, prompts, strings, csr, EDGES, screen=screen,
-                                            threads=args.threads, device=device, dense_fraction=2.0))
+            (pm, pc), st = measured(partial(search_block, prompts, strings, csr, EDGES, threads=args.threads,
+                                            device=device, dense_fraction=2.0))
             record(times, "ours_per_candidate", st)
             agree["bruteforce"] &= bool(np.array_equal(pm, m) and np.array_equal(pc, c))
         if "gemm_full" in times:
@@ -235,8 +228,6 @@ def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to
             del p_d, s_d
         elif "gemm_tiled" in times:
             record(times, "gemm_tiled", measured(partial(gemm_tiled, p_t, s_t, args.threads))[1])
-        if "bf16_tiled" in times:
-            record(times, "bf16_tiled", measured(partial(gemm_tiled, p_t.bfloat16(), s_t.bfloat16(), args.threads))[1])
         if "naive" in times:
             (nm, nc), st = measured(partial(naive_block, prompts[: len(naive_rows)], strings, counts, EDGES))
             record(times, "naive", st)
@@ -260,7 +251,7 @@ def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to
     bare_cpu = min(gemms, key=lambda k: total[k]["cpu"])
     return {
         "shape": name, "d_model": d_model, "prompts": len(prompt_rows), "strings": len(table),
-        "blocks": cfg.n_layer, "pairs": pairs, "screen": screen, "threads": args.threads,
+        "blocks": cfg.n_layer, "pairs": pairs, "threads": args.threads,
         "projected_from": cfg.n_embed if q is not None else None, "naive_prompts": len(naive_rows),
         "times": total, "per_block": times, "bare_gemm": bare,
         "ratio_wall": total["ours"]["wall"] / total[bare]["wall"],
@@ -286,11 +277,10 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=1000, help="prompts (a fixed random sample of the strings)")
     parser.add_argument("--naive-prompts", type=int, default=20, help="of those, searched the naive way too")
     parser.add_argument("--full-gemm", action="store_true", help="also time the bare GEMM as one mm per block")
-    parser.add_argument("--per-candidate", action="store_true", help="also time ours without the dense-tile path")
+    parser.add_argument("--per-candidate", action="store_true", help="also time ours without the dense-row path")
     parser.add_argument("--only-ours", action="store_true", help="time the search alone (e.g. 20,000 prompts)")
     parser.add_argument("--check-prompts", type=int, default=10, help="of those, checked against float64")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--screen", default="auto", choices=["auto", "float32", "bfloat16"])
     parser.add_argument("--device", default="cpu", help="where ours and the bare GEMM run (cpu or cuda)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -302,8 +292,8 @@ def main() -> None:
     device = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
     if args.device != "cpu":
         device += f", {torch.cuda.get_device_name()}"
-    print(f"{device}; torch {torch.__version__}, numpy {np.__version__}; bf16 screen available: "
-          f"{resolve_screen('auto') == 'bfloat16'}; load average at start {os.getloadavg()}", flush=True)
+    print(f"{device}; torch {torch.__version__}, numpy {np.__version__}; "
+          f"load average at start {os.getloadavg()}", flush=True)
     rows = []
     for shape in args.shapes:
         if shape == "paper" and args.paper_results:
@@ -313,12 +303,11 @@ def main() -> None:
     load_end = os.getloadavg()
 
     print(f"\nload average at the end {load_end}\n")
-    print("| shapes | ours (s) | bare fp32 GEMM (s): tiled / one mm | bf16 GEMM, tiled (s) | naive (s, projected) "
+    print("| shapes | ours (s) | bare fp32 GEMM (s): tiled / one mm | naive (s, projected) "
           "| **ours / GEMM** wall (CPU) | naive / ours | exact |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         t = r["times"]
-        bf16 = f"{t['bf16_tiled']['wall']:.1f}" if "bf16_tiled" in t else "-"
         naive = (f"{t['naive_projected']['wall']:,.0f} ({r['naive_prompts']} prompts: {t['naive']['wall']:.1f})"
                  if "naive" in t else "-")
         naive_ratio = f"{r['naive_over_ours']:.0f}x" if r["naive_over_ours"] else "-"
@@ -327,17 +316,17 @@ def main() -> None:
                   f"{t['ours']['wall']:.1f} s ({t['ours']['cpu']:.1f} CPU-s) |")
             continue
         print(f"| {r['shape']}: {r['prompts']:,} prompts x {r['strings']:,} strings x {r['blocks']} blocks, "
-              f"d_model {r['d_model']}{' (projected)' if r['projected_from'] else ''}, {r['screen']} screen "
+              f"d_model {r['d_model']}{' (projected)' if r['projected_from'] else ''}"
               f"| {t['ours']['wall']:.1f} | {t['gemm_tiled']['wall']:.1f} / "
               f"{format(t['gemm_full']['wall'], '.1f') if 'gemm_full' in t else '-'} "
-              f"({r['gemm_tflops']:.2f} TFLOP/s) | {bf16} | {naive} "
+              f"({r['gemm_tflops']:.2f} TFLOP/s) | {naive} "
               f"| **{r['ratio_wall']:.2f}** ({r['ratio_cpu']:.2f}) | {naive_ratio} "
               f"| float64 on {r['check_prompts']} prompts: {'identical' if r['exact_vs_bruteforce'] else 'DIFFERENT'}; "
               f"naive: {r['naive_identical_fraction']:.2%} of cells |")
     for r in rows:
         t = r["times"]
         print(f"{r['shape']}: {r['matching_fraction']:.1%} of the last block's pairs above {EDGES[0]}"
-              + (f"; ours without the dense-tile path {t['ours_per_candidate']['wall']:.1f} s "
+              + (f"; ours without the dense-row path {t['ours_per_candidate']['wall']:.1f} s "
                  f"({t['ours_per_candidate']['cpu']:.1f} CPU-s), "
                  f"{t['ours_per_candidate']['wall'] / t['ours']['wall']:.2f}x ours" if "ours_per_candidate" in t else ""))
     print("\nmemory above the inputs (MiB, the largest block): "

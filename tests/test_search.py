@@ -7,9 +7,7 @@ from tinylens.search import (
     CountsCSR,
     cumulative,
     exact_float32_matmul,
-    resolve_screen,
     rounding_margin,
-    screen_margin,
     search_block,
     search_block_bruteforce,
     search_prompts,
@@ -42,10 +40,11 @@ def _correlated(rng, n_prompts: int, n_strings: int) -> tuple[np.ndarray, np.nda
     return prompts, strings
 
 
-#: Every way the search can run on a CPU: both screens, the compiled pass and the torch pass (the GPU's).
-VARIANTS = [dict(screen=s, binner=b) for s in ("float32", "bfloat16") for b in ("compiled", "torch")]
-VARIANTS.append(dict(screen="bfloat16", binner="compiled", dense_fraction=0.0))  # every tile: one float32 product
-if torch.cuda.is_available():  # the GPU's path: the torch pass with the float32 screen
+#: Every way the search can run on a CPU: the compiled pass with its default per-row choice, with every
+#: row binned candidate by candidate and with every row binned entry by entry, and the torch pass (the GPU's).
+VARIANTS = [dict(binner="compiled"), dict(binner="compiled", dense_fraction=2.0),
+            dict(binner="compiled", dense_fraction=0.0), dict(binner="torch")]
+if torch.cuda.is_available():  # the GPU's path: the torch pass
     VARIANTS.append(dict(device="cuda"))
 
 
@@ -224,33 +223,19 @@ def test_multi_token_strings_and_zero_vectors_match_bruteforce():
     assert c.sum() > 0
 
 
-def test_dense_tiles_skip_the_screen_until_the_tiles_thin_out(monkeypatch):
-    """Strings alike to the prompts first (dense tiles), unrelated ones after: the first tile is screened,
-    the following dense ones go straight to the float32 product, and once a tile is sparse the screen
-    is back; exact throughout."""
+def test_dense_and_sparse_rows_in_one_tile_match_bruteforce():
+    """Strings alike to the prompts and unrelated ones in the same tiles, prompts of both kinds: some rows
+    are dense (most entries match), some sparse, and the default choice bins each its own way; exact
+    whichever way every row is binned."""
     rng = np.random.default_rng(12)
     direction = rng.normal(size=D)
-    prompts = (direction + 0.2 * rng.normal(size=(8, D))).astype(np.float32)
-    alike = (direction + 0.2 * rng.normal(size=(256, D))).astype(np.float32)
-    unrelated = rng.normal(size=(256, D)).astype(np.float32)
-    strings = np.concatenate([alike, unrelated])
-    counts = _counts(rng, len(strings), max_tokens=3)
-    calls = []
-    for name in ("_bin_tile", "_bin_dense_tile", "_tile_matmul"):
-        original = getattr(search_module, name)
-        monkeypatch.setattr(search_module, name, lambda *a, name=name, original=original, **k:
-                            calls.append(f"{name} {a[0].dtype}" if name == "_tile_matmul" else name)
-                            or original(*a, **k))
-    got = search_block(prompts, strings, CountsCSR.from_dense(counts), EDGES, screen="bfloat16", threads=1,
-                       string_chunk=64)
-    expected = search_block_bruteforce(prompts, strings, counts, EDGES)
-    assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
-    screen, product = "_tile_matmul torch.bfloat16", "_tile_matmul torch.float32"
-    dense, screened = [product, "_bin_dense_tile"], [screen, "_bin_tile"]
-    # 4 dense tiles (the first one screened), then the first unrelated tile is binned densely too (the
-    # one before it was dense), after which the screen is back for the 3 remaining tiles
-    assert calls == [screen] + dense * 5 + screened * 3
-    assert got[0][:, -10:].sum() > 0  # the alike strings reach the top bins
+    prompts = np.concatenate([direction + 0.2 * rng.normal(size=(8, D)), rng.normal(size=(8, D))]).astype(np.float32)
+    strings = np.concatenate([direction + 0.2 * rng.normal(size=(300, D)), rng.normal(size=(300, D))])
+    strings = strings[rng.permutation(len(strings))].astype(np.float32)
+    m, _ = _check(prompts, strings, _counts(rng, len(strings), max_tokens=3), string_chunk=128)
+    share = m.sum(axis=1) / len(strings)
+    assert (share[:8] > 0.4).all() and (share[8:] < 0.1).all()  # rows of both kinds
+    assert m[:8, -10:].sum() > 0  # the alike strings reach the top bins
 
 
 def test_a_grid_of_one_edge_matches_bruteforce():
@@ -314,31 +299,26 @@ def _unit_rows(x):
 
 
 @pytest.mark.parametrize("d", [16, 384])
-def test_screen_values_are_within_their_margin(d):
-    """The proven bounds hold on real screen tiles: unit vectors with a few large coordinates (the worst
-    case for relative rounding), pairs at every cosine from -1 to 1."""
+def test_tile_cosines_are_within_the_rounding_margin(d):
+    """The proven bound holds on real tiles (float32 unit prompts times raw strings, times the strings'
+    float64 inverse norms): vectors with a few large coordinates (the worst case for relative rounding),
+    pairs at every cosine from -1 to 1."""
     rng = np.random.default_rng(11)
-    p = rng.normal(size=(64, d)) * rng.choice([1.0, 30.0], p=[0.9, 0.1], size=(64, d))
+    p = (rng.normal(size=(64, d)) * rng.choice([1.0, 30.0], p=[0.9, 0.1], size=(64, d))).astype(np.float32)
     s = np.concatenate([p[rng.integers(0, 64, 2000)] + rng.normal(size=(2000, d)) * rng.uniform(0, 3, (2000, 1)),
-                        rng.normal(size=(2000, d))])
-    exact = _unit_rows(p) @ _unit_rows(s).T  # float64
-    for screen, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
-        a = torch.from_numpy(_unit_rows(p.astype(np.float32).astype(np.float64)).astype(np.float32)).to(dtype)
-        b = torch.from_numpy(_unit_rows(s.astype(np.float32).astype(np.float64)).astype(np.float32)).to(dtype)
-        with exact_float32_matmul():
-            tile = (a @ b.T).double().numpy()
-        error = np.abs(tile - exact).max()
-        assert error <= screen_margin(d, screen), (screen, error)
-        assert error > screen_margin(d, screen) / 200  # the bound is not vacuous: it is near the real error
+                        rng.normal(size=(2000, d))]).astype(np.float32)
+    exact = _unit_rows(p.astype(np.float64)) @ _unit_rows(s.astype(np.float64)).T
+    p_norms, s_norms = search_module._norms(p), search_module._norms(s)
+    p_unit = torch.from_numpy(p * search_module._inverse(p_norms)[:, None].astype(np.float32))
+    with exact_float32_matmul():
+        tile = search_module._tile_matmul(p_unit, torch.from_numpy(s).T).double().numpy()
+    error = np.abs(tile * search_module._inverse(s_norms)[None, :] - exact).max()
+    assert error <= rounding_margin(d)
+    assert error > rounding_margin(d) / 200  # the bound is not vacuous: it is near the real error
     assert (np.abs(exact) > 0.7).sum() >= 1000  # pairs around the grid, not only near 0
 
 
-def test_resolve_screen():
-    assert resolve_screen("float32") == "float32" and resolve_screen("bfloat16", "cpu") == "bfloat16"
-    assert resolve_screen("auto", "cuda") == "float32"  # a GPU screens in float32 (no TF32)
-    assert resolve_screen("auto", "cpu") in ("float32", "bfloat16")
-    with pytest.raises(ValueError, match="unknown screen"):
-        resolve_screen("float16")
+def test_a_binner_the_device_lacks_is_refused():
     with pytest.raises(ValueError, match="not available"):
         search_block(np.ones((1, 4), np.float32), np.ones((1, 4), np.float32),
                      CountsCSR.from_dense(np.ones((1, VOCAB))), EDGES, binner="compiled", device="meta")
@@ -351,9 +331,9 @@ def test_the_search_runs_its_float32_matmuls_in_full_precision(monkeypatch, binn
     seen = []
     real = search_module._tile_matmul
 
-    def spy(a, b_t, out=None):
+    def spy(a, b_t):
         seen.append((a.dtype, torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32))
-        return real(a, b_t, out=out)
+        return real(a, b_t)
 
     monkeypatch.setattr(search_module, "_tile_matmul", spy)
     rng = np.random.default_rng(12)
@@ -362,7 +342,7 @@ def test_the_search_runs_its_float32_matmuls_in_full_precision(monkeypatch, binn
     previous = torch.get_float32_matmul_precision()
     try:
         torch.set_float32_matmul_precision("medium")  # TF32 on a GPU, bf16 inside float32 matmuls on a CPU
-        got = search_block(prompts, strings, CountsCSR.from_dense(counts), EDGES, screen="float32", binner=binner)
+        got = search_block(prompts, strings, CountsCSR.from_dense(counts), EDGES, binner=binner)
         assert torch.get_float32_matmul_precision() == "medium"  # restored
     finally:
         torch.set_float32_matmul_precision(previous)
@@ -438,7 +418,7 @@ def test_summaries_load_back_in_prompt_order_from_any_shards(tmp_path):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_the_search_on_a_gpu_matches_bruteforce():
-    """The torch pass on the GPU (float32 screen, TF32 off): exact on edge cases and on a realistic size."""
+    """The torch pass on the GPU (float32, TF32 off): exact on edge cases and on a realistic size."""
     rng = np.random.default_rng(15)
     prompts, strings = _correlated(rng, 300, 20000)
     counts = _counts(rng, 20000, max_tokens=3)

@@ -7,45 +7,29 @@ next-token counts, so that is all this keeps: similarities fall into bins
 ``(edge_k, edge_k+1]`` of a grid from 0.70 upward (the last bin is open), and
 "cos > edge_k" is the sum of bins ``k`` and above.
 
-How (:func:`search_block`): rows are normalised once, so a cosine is a dot
-product. The prompts x strings matrix is never held: it is made one tile at a
-time (a matrix multiply, the *screen*), and every entry of the tile that can
-exceed the lowest edge is binned and its string's next-token counts added to
-per-bin sums before the next tile is made. Exactness: every screened entry
-carries a proven error bound (:func:`screen_margin`); an entry within that
-bound of the lowest edge is a candidate, a candidate whose value is within the
-float32 bound of any edge is recomputed in float64 from the stored
-activations, so every bin assignment equals the float64 computation
-``(p . s) / (|p| |s|)`` of :func:`search_block_bruteforce`.
+How (:func:`search_block`): the prompts are scaled to float32 unit vectors once, the strings are
+not copied. The prompts x strings matrix is never held: it is made one tile at a time (a float32
+matrix multiply of the unit prompts and the raw string vectors), and every entry of the tile that can
+exceed the lowest edge is binned and its string's next-token counts added to per-bin sums before the
+next tile is made. An entry's cosine is its value times the string's float64 inverse norm.
+Exactness: every tile value carries a proven error bound (:func:`rounding_margin`); an entry within
+that bound of the lowest edge is a candidate, and a candidate within it of any edge is recomputed in
+float64 from the stored activations, so every bin assignment equals the float64 computation
+``(p . s) / (|p| |s|)`` of :func:`search_block_bruteforce`. Reduced-precision float32 matmuls (TF32
+on a GPU, bf16 on a CPU) are switched off for the search (:func:`exact_float32_matmul`).
 
-Two screens, both exact after their re-checks:
-
-- ``float32``: the tile is the float32 product of unit vectors (reduced-
-  precision float32 matmuls, TF32 on a GPU or bf16 on a CPU, are switched off
-  for the search: :func:`exact_float32_matmul`);
-- ``bfloat16``: the tile is a bfloat16 product of bfloat16-rounded unit
-  vectors, for CPUs with bf16 dot-product instructions (AVX512-BF16, AMX),
-  where it runs about four times faster than float32. Its bound is about
-  0.01 (:func:`screen_margin`); each candidate gets a float32 dot product of
-  the original vectors, then the float32 path above. Where a tile is dense
-  (more than ``dense_fraction`` of its entries are candidates, as for the
-  weakly trained models of short runs, whose activations are much alike),
-  one float32 product of the tile's raw vectors replaces the per-candidate
-  dot products (cheaper from about a fifth of the entries on), and every
-  entry is binned by a pass without data-dependent branches
-  (:func:`_bin_dense_tile`); while tiles stay dense, the next tile skips the
-  screen and goes straight to that product.
-
-On a CPU each worker thread owns a set of prompt rows and loops over string
-chunks: a tile small enough to stay in the core's cache is multiplied (torch,
-one thread) and then scanned and binned by one compiled pass (numba), so the
-threads never share an accumulator. Elsewhere (a GPU) the same tiles are
-binned with torch operations (:func:`_bin_tile_torch`), which also run, and
-are tested, on a CPU.
+On a CPU each worker thread owns a set of prompt rows and loops over string chunks: a tile small
+enough to stay in cache is multiplied (one thread) and then binned by one compiled pass (numba), so
+the threads never share an accumulator. A tile row with few candidates is binned candidate by
+candidate; a row where many entries match (the weakly trained models of short runs, whose
+activations are much alike) entry by entry, without data-dependent branches (:func:`_bin_tile`).
+Elsewhere (a GPU) the same tiles are binned with torch operations (:func:`_bin_tile_torch`), which
+also run, and are tested, on a CPU.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -115,43 +99,12 @@ class CountsCSR:
         return code
 
 
-SCREENS = ("auto", "float32", "bfloat16")
-
-
 def rounding_margin(d_model: int) -> float:
-    """Bound on |float32 cosine - exact cosine| for a float32 dot product of length ``d_model``
-    (of unit vectors, or of the raw vectors divided by float64 norms): d u for the dot product plus a
-    few u for normalising, u = 2**-24; doubled for safety."""
+    """Bound on |float32 cosine - exact cosine| for a tile value: the float32 dot product of length
+    ``d_model`` of a float32 unit prompt and a raw string vector, times the string's float64 inverse
+    norm. d u for the dot product plus a few u for the prompt's float32 scaling and the product,
+    u = 2**-24; doubled for safety."""
     return 2 * (d_model + 4) * 2.0**-24
-
-
-def screen_margin(d_model: int, screen: str) -> float:
-    """Bound on |screen value - exact cosine| for the given screen.
-
-    ``bfloat16``: each unit-vector element rounded to bf16 (relative error <= 2**-9, so each product
-    is off by <= 2 * 2**-9 + 2**-18 of |p_i s_i|, and sum |p_i s_i| <= |p| |s| = 1), products summed
-    in float32 (:func:`rounding_margin`), the result rounded to bf16 (<= 2**-8 of |c| <= 1.01, the bound
-    of truncation, so it also holds for round-to-nearest); times 1.25 for safety: 0.0099 at d_model 384.
-    """
-    if screen == "float32":
-        return rounding_margin(d_model)
-    if screen == "bfloat16":
-        return 1.25 * (2 * 2.0**-9 + 2.0**-18 + 1.01 * 2.0**-8 + rounding_margin(d_model))
-    raise ValueError(f"unknown screen {screen!r}; choose from {SCREENS}")
-
-
-def cpu_has_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX), where the bf16 screen pays."""
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-
-
-def resolve_screen(screen: str, device: torch.device | str = "cpu") -> str:
-    """``auto``: bfloat16 on a CPU with bf16 instructions, else float32 (always float32 on a GPU)."""
-    if screen not in SCREENS:
-        raise ValueError(f"unknown screen {screen!r}; choose from {SCREENS}")
-    if screen != "auto":
-        return screen
-    return "bfloat16" if torch.device(device).type == "cpu" and cpu_has_bf16() else "float32"
 
 
 @contextmanager
@@ -172,45 +125,34 @@ def reduced_precision_matmul_enabled() -> bool:
     return torch.get_float32_matmul_precision() != "highest" or torch.backends.cuda.matmul.allow_tf32
 
 
-_ONEDNN_FLOAT32: list[bool] = []  # whether oneDNN's float32 product works here (probed once)
-
-
+@functools.cache
 def _onednn_float32_available() -> bool:
     """Whether torch offers oneDNN's float32 linear on the CPU (``torch.ops.mkldnn._linear_pointwise``)
     and it gives the float32 product (checked against float64 on a small case, once)."""
-    if not _ONEDNN_FLOAT32:
-        try:
-            a = torch.randn(8, 40, generator=torch.Generator().manual_seed(0))
-            b = torch.randn(16, 40, generator=torch.Generator().manual_seed(1))
-            got = torch.ops.mkldnn._linear_pointwise(a, b, None, "none", [], "")
-            error = (got.double() - a.double() @ b.double().T).abs().max().item()
-            _ONEDNN_FLOAT32.append(got.dtype == torch.float32 and error <= 40 * 2.0**-24 * 64)
-        except (AttributeError, RuntimeError):  # a torch built without oneDNN, or without the op
-            _ONEDNN_FLOAT32.append(False)
-    return _ONEDNN_FLOAT32[0]
+    try:
+        a = torch.randn(8, 40, generator=torch.Generator().manual_seed(0))
+        b = torch.randn(16, 40, generator=torch.Generator().manual_seed(1))
+        got = torch.ops.mkldnn._linear_pointwise(a, b, None, "none", [], "")
+    except (AttributeError, RuntimeError):  # a torch built without oneDNN, or without the op
+        return False
+    error = (got.double() - a.double() @ b.double().T).abs().max().item()
+    return got.dtype == torch.float32 and error <= 40 * 2.0**-24 * 64
 
 
-def _tile_matmul(a: torch.Tensor, b_t: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """One screen tile: ``a @ b_t`` [rows width]. Every tile of the search goes through here.
+def _tile_matmul(a: torch.Tensor, b_t: torch.Tensor) -> torch.Tensor:
+    """One tile: ``a @ b_t`` [rows width] in full float32. Every tile of the search goes through here.
 
-    A float32 tile on the CPU whose ``b_t`` is the transpose of contiguous rows (the strings) is the
-    product of oneDNN's float32 linear where torch has it: on AMD CPUs MKL's sgemm takes its AVX2
-    path and oneDNN its AVX-512 one, twice as fast on the development machine. Full float32 either
-    way (float32 accumulation in some order, which :func:`rounding_margin` allows; oneDNN does not
-    follow ``torch.set_float32_matmul_precision``, which the check below still refuses); that
-    product is returned as a new tensor, ``out`` only serves torch's."""
-    if a.dtype == torch.float32 and reduced_precision_matmul_enabled():
+    On the CPU, when ``b_t`` is the transpose of contiguous rows (the strings), the product is
+    oneDNN's float32 linear where torch has it: on AMD CPUs MKL's sgemm takes its AVX2 path and
+    oneDNN its AVX-512 one, twice as fast on the development machine. Full float32 either way
+    (float32 accumulation in some order, which :func:`rounding_margin` allows; oneDNN does not follow
+    ``torch.set_float32_matmul_precision``, which the check below still refuses)."""
+    if reduced_precision_matmul_enabled():
         raise RuntimeError("float32 matmuls are set to a reduced precision (TF32/bf16) during the search; "
                            "its exactness bound needs full float32 (run it inside exact_float32_matmul())")
-    if (a.dtype == torch.float32 and a.device.type == "cpu" and b_t.dtype == torch.float32 and a.is_contiguous()
-            and b_t.T.is_contiguous() and _onednn_float32_available()):
+    if a.device.type == "cpu" and a.is_contiguous() and b_t.T.is_contiguous() and _onednn_float32_available():
         return torch.ops.mkldnn._linear_pointwise(a, b_t.T, None, "none", [], "")
-    return torch.mm(a, b_t, out=out) if out is not None else a @ b_t
-
-
-def _bf16_value(bits: int) -> float:
-    """The value of a bfloat16 given its bit pattern."""
-    return float(np.array([(bits & 0xFFFF) << 16], dtype=np.uint32).view(np.float32)[0])
+    return a @ b_t
 
 
 @numba.njit(nogil=True, cache=True)
@@ -221,27 +163,6 @@ def _norms_into(x, lo, hi, out):  # pragma: no cover - compiled
         for j in range(x.shape[1]):
             acc += np.float64(x[i, j]) * np.float64(x[i, j])
         out[i] = np.sqrt(acc)
-
-
-@numba.njit(nogil=True, cache=True)
-def _unit_into(x, rows, norms, lo, hi, out, bf16_bits):  # pragma: no cover - compiled
-    """out[i] = x[rows[i]] / norms[rows[i]] for i in lo..hi, scaled in float32 (zero rows stay zero).
-    With ``bf16_bits``, ``out`` is uint16 and receives the bfloat16 rounding (to nearest, ties to
-    even, as torch rounds) of the float32 value; else ``out`` is float32."""
-    scaled = np.empty(x.shape[1], dtype=np.float32)
-    bits = scaled.view(np.uint32)
-    for i in range(lo, hi):
-        n = norms[rows[i]]
-        scale = np.float32(1.0 / n) if n > 0 else np.float32(0.0)
-        for j in range(x.shape[1]):
-            scaled[j] = x[rows[i], j] * scale
-        if bf16_bits:
-            for j in range(x.shape[1]):
-                b = bits[j]
-                out[i, j] = (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
-        else:
-            for j in range(x.shape[1]):
-                out[i, j] = scaled[j]
 
 
 def _in_parallel(n: int, threads: int, fn, chunk: int = 16384) -> None:
@@ -261,14 +182,9 @@ def _norms(x: np.ndarray, threads: int = 1) -> np.ndarray:
     return out
 
 
-def _unit(x: np.ndarray, norms: np.ndarray, rows: np.ndarray, dtype: torch.dtype, threads: int = 1) -> torch.Tensor:
-    """Unit vectors of ``x[rows]`` in ``dtype`` (float32 or bfloat16): float32 scaling (a few ulps,
-    inside :func:`rounding_margin`'s allowance), then for bfloat16 one rounding to nearest."""
-    out = torch.empty((len(rows), x.shape[1]), dtype=dtype)
-    bf16 = dtype == torch.bfloat16
-    view = out.view(torch.int16).numpy().view(np.uint16) if bf16 else out.numpy()
-    _in_parallel(len(rows), threads, lambda lo, hi: _unit_into(x, rows, norms, lo, hi, view, bf16))
-    return out
+def _inverse(norms: np.ndarray) -> np.ndarray:
+    """1 / norms, 0 where a norm is 0 (a zero vector's cosine with anything is 0)."""
+    return np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
 
 
 def exact_cosines(prompts: np.ndarray, p_norms: np.ndarray, strings: np.ndarray, s_norms: np.ndarray,
@@ -286,22 +202,13 @@ def _bins(cos: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------- the compiled CPU pass
 
-# The dot products take (matrix, row) pairs rather than row views: a view made per candidate costs two
+# The dot product takes (matrix, row) pairs rather than row views: a view made per pair costs two
 # atomic reference-count updates, more than the product itself.
-@numba.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
-def _dot32(a, i, b, j):  # pragma: no cover - compiled
-    """float32 dot product of a[i] and b[j]; any summation order keeps the bound of rounding_margin."""
-    acc = np.float32(0.0)
-    for k in range(a.shape[1]):
-        acc += a[i, k] * b[j, k]
-    return acc
-
-
 @numba.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
 def _dot64(a, i, b, j):  # pragma: no cover - compiled
     """float64 dot product of a[i] and b[j] (float32 rows). Any summation order (vectorised: 6x faster
     than in sequence at d_model 384): its rounding, about d_model 2**-53, is far inside the float32
-    margins that send a pair here, and the brute force's BLAS sums in an order of its own."""
+    margin that sends a pair here, and the brute force's BLAS sums in an order of its own."""
     acc = 0.0
     for k in range(a.shape[1]):
         acc += np.float64(a[i, k]) * np.float64(b[j, k])
@@ -309,151 +216,85 @@ def _dot64(a, i, b, j):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, cache=True)
-def _count_at_least(tile, screen_value):  # pragma: no cover - compiled
-    """Entries of ``tile`` at or above ``screen_value`` (the candidates of a screen tile)."""
-    n = 0
-    for r in range(tile.shape[0]):
-        for j in range(tile.shape[1]):
-            n += tile[r, j] >= screen_value
-    return n
-
-
-#: How the binning pass gets each candidate's float32 cosine.
-FROM_TILE, DOT_PER_CANDIDATE = 0, 1
+def _exact_bin(prompts, pr, strings, q, p_norm, s_norms, edges):  # pragma: no cover - compiled
+    """The bin of a pair near an edge, from its float64 cosine (-1: at or below the lowest edge)."""
+    denom = p_norm * s_norms[q]
+    c = _dot64(prompts, pr, strings, q) / denom if denom > 0 else 0.0
+    return np.searchsorted(edges, min(max(c, -1.0), 1.0)) - 1
 
 
 @numba.njit(nogil=True, cache=True)
-def _bin_tile(tile, screen_value, refine, p0, s0, prompts, strings, string_rows, p_norms, s_norms,
-              start, inv_step, margin_bins, edges, code, indptr, token, count, matches, summed, cand):  # pragma: no cover
-    """Bin one screen tile [rows width] (rows = prompts p0.., columns = searched strings s0..).
+def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_inverse, start, inv_step,
+              margin_bins, edges, dense_limit, single_token, single_count, several, code, indptr, token, count,
+              matches, summed, cand, kbuf):  # pragma: no cover - compiled
+    """Bin one tile [rows width] (rows = prompts p0.., columns = strings s0..): ``tile`` is the float32
+    product of the float32 unit prompts and the raw string vectors, so an entry's cosine is its value
+    times the string's float64 inverse norm (``s_inverse``), within :func:`rounding_margin`.
 
-    ``tile >= screen_value`` selects the candidates (``tile`` float32 cosines, or the int16 bit patterns of
-    non-negative bf16 ones, which order like the values). Each candidate's cosine is (``refine``) the
-    tile's float32 value (FROM_TILE), or a float32 dot product of the raw vectors over the float64 norms,
-    made per candidate (DOT_PER_CANDIDATE); within ``margin_bins`` of an edge it is recomputed in float64. Then the string's counts go to
-    ``summed[row, bin]`` and ``matches[row, bin]`` (rows of this tile only).
-    Searched order: ``s_norms``, ``code`` (:meth:`CountsCSR.packed`) and the CSR are indexed by searched
-    string; ``string_rows`` maps a searched string to its row of ``strings``. ``cand``: scratch >= width.
+    Per row, the entries at or above the string's ``s_threshold`` (the lowest edge less the margin,
+    times the string's norm) are the candidates, found by a compaction without branches. A row with
+    fewer than ``dense_limit`` candidates bins them one by one: its cosine, its bin (decided in float64
+    by :func:`_exact_bin` when within ``margin_bins`` of an edge), the match and the string's next-token
+    counts (``code``: :meth:`CountsCSR.packed`) added to ``matches[row]`` and ``summed[row]``. A denser
+    row (the weakly trained models of short runs, whose activations are much alike, have rows where
+    most entries match) bins every entry in three passes without a data-dependent branch in their inner
+    loops (there those mispredict and cost more than the arithmetic): (1) each entry's bin, in code the
+    compiler vectorises, with a spare bin ``n_bins`` for entries below the lowest edge, never read, and
+    a mark ``n_bins + 1`` for entries near an edge; (2) the marked entries decided in float64, and the
+    strings with several next tokens (``several``: their indices, sorted) counted from the CSR; (3)
+    every entry's one next token (``single_token``/``single_count``, count 0 for the others) added to a
+    per-row table in L1, flushed once per row. ``cand``, ``kbuf``: int32 scratch >= width.
     """
     rows, width = tile.shape
     n_bins, vocab = summed.shape[1], summed.shape[2]
-    # One row's sums first go to a small local table that stays in L1; the cells it touched are then
-    # added to the row's accumulators (which are too large for L1) and cleared, once per row and tile.
-    local_m = np.zeros(n_bins, dtype=matches.dtype)
-    local_c = np.zeros(n_bins * vocab, dtype=summed.dtype)
-    touched = np.empty(n_bins * vocab, dtype=np.int32)
+    spare, near_edge = n_bins, n_bins + 1
     flat = summed.reshape(rows, n_bins * vocab)
-    cos = np.empty(width, dtype=np.float64)
+    local_m = np.zeros(n_bins + 1, dtype=matches.dtype)
+    local_c = np.zeros((n_bins + 1) * vocab, dtype=summed.dtype)
+    s_thr, s_inv = s_threshold[s0 : s0 + width], s_inverse[s0 : s0 + width]
+    top = np.float64(n_bins - 1)
+    several_lo, several_hi = np.searchsorted(several, s0), np.searchsorted(several, s0 + width)
     for r in range(rows):
         row = tile[r]
         n = 0
         for j in range(width):  # branch-free compaction of the candidates' columns
             cand[n] = j
-            n += row[j] >= screen_value
+            n += row[j] >= s_thr[j]
         if n == 0:
             continue
         pr = p0 + r
         pn = p_norms[pr]
-        # Two passes: the candidates' cosines first (independent loads, which the CPU overlaps), then
-        # the binning, whose updates of the local tables would otherwise serialise the loads.
-        for i in range(n):
-            j = cand[i]
-            if refine == DOT_PER_CANDIDATE:
+        if n < dense_limit:  # a sparse row: candidate by candidate
+            for i in range(n):
+                j = cand[i]
                 q = s0 + j
-                denom = pn * s_norms[q]
-                cos[i] = np.float64(_dot32(prompts, pr, strings, string_rows[q])) / denom if denom > 0 else 0.0
-            else:
-                cos[i] = np.float64(row[j])
-        k_lo, k_hi = n_bins, -1
-        n_touched = 0
-        for i in range(n):
-            q = s0 + cand[i]  # searched string
-            c = cos[i]
-            u = (c - start) * inv_step  # position on the edge grid, in bins
-            if abs(u - np.floor(u + 0.5)) <= margin_bins:  # near an edge: decide in float64
-                denom = pn * s_norms[q]
-                c = _dot64(prompts, pr, strings, string_rows[q]) / denom if denom > 0 else 0.0
-                c = min(max(c, -1.0), 1.0)
-                k = np.searchsorted(edges, c) - 1
-            else:
-                k = int(np.ceil(u)) - 1  # bin (edge_k, edge_k+1]
-                if k >= n_bins:
-                    k = n_bins - 1
-            if k < 0:
-                continue
-            k_lo, k_hi = min(k_lo, k), max(k_hi, k)
-            local_m[k] += 1
-            x = code[q]
-            if x >= 0:
-                cell = k * vocab + (x & 0xFFFFFFFF)
-                touched[n_touched] = cell
-                n_touched += local_c[cell] == 0
-                local_c[cell] += x >> 32
-            elif x == -1:
-                for e in range(indptr[q], indptr[q + 1]):
-                    cell = k * vocab + token[e]
-                    touched[n_touched] = cell
-                    n_touched += local_c[cell] == 0
-                    local_c[cell] += count[e]
-        for k in range(k_lo, k_hi + 1):
-            matches[r, k] += local_m[k]
-            local_m[k] = 0
-        for i in range(n_touched):
-            cell = touched[i]
-            flat[r, cell] += local_c[cell]
-            local_c[cell] = 0
-
-
-@numba.njit(nogil=True, cache=True)
-def _bin_dense_tile(dots, lowest, p0, s0, prompts, strings, string_rows, p_norms, s_norms, s_inverse, start,
-                    inv_step, margin_bins, edges, single_token, single_count, several, indptr, token, count,
-                    matches, summed, kbuf):  # pragma: no cover - compiled
-    """Bin every entry of ``dots``, the float32 product of a tile's raw vectors [rows width] (rows =
-    prompts p0.., columns = searched strings s0..), for tiles where most entries are candidates.
-
-    Three passes per row, none with a branch that depends on the data in its inner loop (in a dense
-    tile those mispredict, and cost more than the arithmetic): (1) each entry's bin from its cosine, the
-    product times the float64 inverse norms, in straight-line code the compiler vectorises; an entry
-    below the lowest edge goes to a spare bin ``n_bins`` that is never read, one within ``margin_bins``
-    of an edge is marked ``n_bins + 1``; (2) the marked entries are decided in float64, and the strings
-    with several next tokens (``several``: their searched indices, sorted) get their counts from the
-    CSR; (3) every entry adds its
-    string's one next token (``single_token``/``single_count``; count 0 for the others) to a per-row
-    table in L1, flushed once per row. Same result as :func:`_bin_tile` on the same tile. Returns how
-    many entries reached ``lowest`` (the screen's threshold), so the caller can tell whether the next
-    tile is dense too. ``kbuf``: int32 scratch >= width.
-    """
-    rows, width = dots.shape
-    n_bins, vocab = summed.shape[1], summed.shape[2]
-    spare, near_edge = n_bins, n_bins + 1
-    local_m = np.zeros(n_bins + 1, dtype=matches.dtype)
-    local_c = np.zeros((n_bins + 1) * vocab, dtype=summed.dtype)
-    flat = summed.reshape(rows, n_bins * vocab)
-    top = np.float64(n_bins - 1)
-    near = np.empty(width, dtype=np.int32)
-    several_lo, several_hi = np.searchsorted(several, s0), np.searchsorted(several, s0 + width)
-    reached = 0
-    for r in range(rows):
-        pr = p0 + r
-        pn = p_norms[pr]
-        p_inverse = 1.0 / pn if pn > 0 else 0.0
+                u = (np.float64(row[j]) * s_inv[j] - start) * inv_step  # position on the edge grid, in bins
+                if abs(u - np.floor(u + 0.5)) <= margin_bins:  # near an edge: decide in float64
+                    k = _exact_bin(prompts, pr, strings, q, pn, s_norms, edges)
+                else:
+                    k = min(int(np.ceil(u)) - 1, n_bins - 1)  # bin (edge_k, edge_k+1]; the last is open
+                if k < 0:
+                    continue
+                matches[r, k] += 1
+                x = code[q]
+                if x >= 0:
+                    flat[r, k * vocab + (x & 0xFFFFFFFF)] += x >> 32
+                elif x == -1:
+                    for e in range(indptr[q], indptr[q + 1]):
+                        flat[r, k * vocab + token[e]] += count[e]
+            continue
         for j in range(width):  # (1)
-            c = np.float64(dots[r, j]) * (p_inverse * s_inverse[s0 + j])
-            reached += c >= lowest
-            u = (c - start) * inv_step  # position on the edge grid, in bins
-            k = min(np.ceil(u) - 1.0, top)  # bin (edge_k, edge_k+1]; the last bin is open
+            u = (np.float64(row[j]) * s_inv[j] - start) * inv_step
+            k = min(np.ceil(u) - 1.0, top)
             k = k if k >= 0.0 else np.float64(spare)
             kbuf[j] = near_edge if abs(u - np.floor(u + 0.5)) <= margin_bins else np.int32(k)
         n_near = 0
         for j in range(width):  # (2) the marked entries, collected branch-free, then decided in float64
-            near[n_near] = j
+            cand[n_near] = j
             n_near += kbuf[j] == near_edge
         for i in range(n_near):
-            j = near[i]
-            q = s0 + j  # searched string
-            denom = pn * s_norms[q]
-            c = _dot64(prompts, pr, strings, string_rows[q]) / denom if denom > 0 else 0.0
-            k = np.searchsorted(edges, min(max(c, -1.0), 1.0)) - 1
+            j = cand[i]
+            k = _exact_bin(prompts, pr, strings, s0 + j, pn, s_norms, edges)
             kbuf[j] = k if k >= 0 else spare
         for i in range(several_lo, several_hi):  # strings with several next tokens: counts from the CSR
             q = several[i]
@@ -471,37 +312,31 @@ def _bin_dense_tile(dots, lowest, p0, s0, prompts, strings, string_rows, p_norms
         for cell in range(n_bins * vocab):
             flat[r, cell] += local_c[cell]
         local_c[:] = 0
-    return reached
 
 
 # ---------------------------------------------------------------- the torch pass (any device)
 
-def _bin_tile_torch(tile: torch.Tensor, screen_value: float, refine: bool, p0: int, s0: int, prompts: torch.Tensor,
-                    strings: torch.Tensor, string_rows: torch.Tensor, p_norms: torch.Tensor, s_norms: torch.Tensor,
-                    start: float, inv_step: float, margin_bins: float, edges: torch.Tensor, counts: dict,
-                    matches: torch.Tensor, summed: torch.Tensor, pair_chunk: int = 1 << 21) -> None:
+def _bin_tile_torch(tile: torch.Tensor, p0: int, s0: int, prompts: torch.Tensor, strings: torch.Tensor,
+                    p_norms: torch.Tensor, s_norms: torch.Tensor, s_threshold: torch.Tensor,
+                    s_inverse: torch.Tensor, start: float, inv_step: float, margin_bins: float, edges: torch.Tensor,
+                    counts: dict, matches: torch.Tensor, summed: torch.Tensor, pair_chunk: int = 1 << 21) -> None:
     """:func:`_bin_tile` in torch operations, on the tile's device; same arguments as tensors,
     ``counts``: the CSR as tensors. Pairs are handled ``pair_chunk`` at a time to bound memory."""
     n_bins, vocab = summed.shape[1], summed.shape[2]
-    rr, jj = torch.nonzero(tile.float() >= screen_value, as_tuple=True)
+    width = tile.shape[1]
+    rr, jj = torch.nonzero(tile >= s_threshold[s0 : s0 + width], as_tuple=True)
     for i in range(0, len(rr), pair_chunk):
         r, j = rr[i : i + pair_chunk], jj[i : i + pair_chunk]
-        q = s0 + j  # searched strings (s_norms and the counts are in searched order)
-        s = string_rows[q]  # their rows of ``strings``
-        denom = p_norms[p0 + r] * s_norms[q]
-        safe = torch.where(denom > 0, denom, torch.ones_like(denom))
-        if refine:
-            dots = (prompts[p0 + r] * strings[s]).sum(dim=1, dtype=torch.float32).double()
-            c = torch.where(denom > 0, dots / safe, torch.zeros_like(dots))
-        else:
-            c = tile[r, j].double()
-        u = (c - start) * inv_step
+        q = s0 + j
+        u = (tile[r, j].double() * s_inverse[q] - start) * inv_step
         k = torch.ceil(u).long() - 1
         near = (u - torch.floor(u + 0.5)).abs() <= margin_bins
         if near.any():  # near an edge: decide in float64
-            rn, sn = r[near], s[near]
-            dots = (prompts[p0 + rn].double() * strings[sn].double()).sum(dim=1)
-            exact = torch.where(denom[near] > 0, dots / safe[near], torch.zeros_like(dots)).clamp(-1.0, 1.0)
+            rn, qn = r[near], q[near]
+            dots = (prompts[p0 + rn].double() * strings[qn].double()).sum(dim=1)
+            denom = p_norms[p0 + rn] * s_norms[qn]
+            exact = torch.where(denom > 0, dots / torch.where(denom > 0, denom, torch.ones_like(denom)),
+                                torch.zeros_like(dots)).clamp(-1.0, 1.0)
             k[near] = torch.searchsorted(edges, exact, right=False) - 1
         k = k.clamp(max=n_bins - 1)
         keep = k >= 0
@@ -522,33 +357,29 @@ def _bin_tile_torch(tile: torch.Tensor, screen_value: float, refine: bool, p0: i
 
 def _chunks(device: torch.device) -> tuple[int, int]:
     """Default (prompt_chunk, string_chunk). CPU: 256 x 4096 tiles (the fastest of 32-256 x 1024-8192 at
-    d_model 64 and 384 on a 2-core machine: a tile of a few MB, a prompt chunk's int32 sums 2 MB);
-    GPU: large tiles."""
+    d_model 64 and 384 on a 2-core machine: fewer prompt rows re-read the strings more often, and a
+    prompt chunk's int32 sums are 2 MB); GPU: large tiles."""
     return (2048, 65536) if device.type != "cpu" else (256, 4096)
 
 
 def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, edges: np.ndarray,
-                 members: np.ndarray | None = None, *, device: torch.device | str = "cpu", screen: str = "auto",
+                 members: np.ndarray | None = None, *, device: torch.device | str = "cpu",
                  binner: str | None = None, threads: int | None = None, prompt_chunk: int | None = None,
-                 string_chunk: int | None = None, dense_fraction: float | None = None, progress: bool = False,
+                 string_chunk: int | None = None, dense_fraction: float = 0.2, progress: bool = False,
                  desc: str = "search") -> tuple[np.ndarray, np.ndarray]:
     """Binned matches of every prompt against every string, for one block.
 
     prompts: [n_prompts d_model], strings: [n_strings d_model] (float32 activations);
     ``edges`` must be a uniform grid (:func:`threshold_edges`); ``members``: which strings are searched
-    (all if None). ``device``: where the tiles are multiplied and binned; ``screen``: see the module
-    docstring (``auto`` = :func:`resolve_screen`); ``binner``: ``compiled`` (CPU only, the default there)
-    or ``torch`` (the default elsewhere); ``threads``: CPU worker threads (default: torch's thread count
-    as the caller set it with ``torch.set_num_threads``); ``dense_fraction``: with the bfloat16 screen and
-    the compiled binner, a tile with more candidates than this share of its entries gets one float32
-    product of its raw vectors instead of a dot product per candidate, and the worker's next tile skips the
-    screen while tiles stay that dense (0: every tile, above 1: none; default: 0.1 from d_model 256 on,
-    0.2 below, where the per-candidate dot products are cheap: the faster of 0.05-0.2 on a block of
-    paper_short's and of the small preset's activations, benchmarks/search.py --per-candidate).
+    (all if None). ``device``: where the tiles are multiplied and binned; ``binner``: ``compiled`` (CPU
+    only, the default there) or ``torch`` (the default elsewhere); ``threads``: CPU worker threads
+    (default: torch's thread count as the caller set it with ``torch.set_num_threads``);
+    ``dense_fraction``: with the compiled binner, a tile row with at least this share of its entries
+    candidates is binned entry by entry without branches rather than candidate by candidate (0: every
+    row, above 1: none; 0.2: the faster of 0.1-0.3 on paper_short's and the small preset's activations).
     Returns ``(bin_matches [n_prompts n_bins], bin_counts [n_prompts n_bins vocab])``, int64.
     """
     device = torch.device(device)
-    screen = resolve_screen(screen, device)
     binner = binner or ("compiled" if device.type == "cpu" else "torch")
     if binner not in ("compiled", "torch") or (binner == "compiled" and device.type != "cpu"):
         raise ValueError(f"binner {binner!r} is not available on {device}; use 'compiled' (CPU) or 'torch'")
@@ -558,66 +389,38 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
     start, step = float(edges64[0]), float(edges64[1] - edges64[0]) if n_bins > 1 else 1.0
     if n_bins > 1 and not np.allclose(np.diff(edges64), step, rtol=0, atol=1e-12):
         raise ValueError("threshold edges must be a uniform grid")
-    if screen == "bfloat16" and start - screen_margin(d_model, screen) <= 0:
-        screen = "float32"  # the bf16 bit-pattern comparison needs a positive threshold
-    margin = screen_margin(d_model, screen)
-    if dense_fraction is None:
-        dense_fraction = 0.1 if d_model >= 256 else 0.2
-    margin_bins = rounding_margin(d_model) / step + 1e-6  # float32 values near an edge go to float64
-    refine = screen == "bfloat16"
+    margin = rounding_margin(d_model)
+    margin_bins = margin / step + 1e-6  # values this near an edge go to float64
     default_p, default_s = _chunks(device)
     prompt_chunk, string_chunk = prompt_chunk or default_p, string_chunk or default_s
 
     prompts = np.ascontiguousarray(prompts, dtype=np.float32)
     strings = np.ascontiguousarray(strings, dtype=np.float32)
-    string_rows = (np.arange(len(strings)) if members is None
-                   else np.flatnonzero(np.asarray(members, dtype=bool))).astype(np.int64)
     threads = max(1, threads or torch.get_num_threads())
+    if members is not None and not np.all(members):  # the searched strings, contiguous (a copy)
+        rows = np.flatnonzero(np.asarray(members, dtype=bool))
+        strings, counts = strings[rows], counts.take(rows)
+    # Everything per string from here on is in searched order: column j of a tile is string s0 + j.
     p_norms, s_norms = _norms(prompts, threads), _norms(strings, threads)
-    dtype = torch.bfloat16 if screen == "bfloat16" else torch.float32
-    if binner == "compiled":
-        p_unit = _unit(prompts, p_norms, np.arange(n_p), dtype, threads)
-        s_unit = _unit(strings, s_norms, string_rows, dtype, threads)  # only the searched strings
-    else:  # the same float32 scaling, on the device: the host keeps no copy of the strings
-        t_strings, t_rows = torch.from_numpy(strings).to(device), torch.from_numpy(string_rows).to(device)
-        inverse = torch.from_numpy(np.where(s_norms > 0, 1.0 / np.where(s_norms > 0, s_norms, 1.0), 0.0)
-                                   .astype(np.float32)).to(device)
-        s_unit = (t_strings[t_rows] * inverse[t_rows, None]).to(dtype)
-        inverse = torch.from_numpy(np.where(p_norms > 0, 1.0 / np.where(p_norms > 0, p_norms, 1.0), 0.0)
-                                   .astype(np.float32)).to(device)
-        t_prompts = torch.from_numpy(prompts).to(device)
-        p_unit = (t_prompts * inverse[:, None]).to(dtype)
-        del inverse
-    # Everything indexed per string from here on is in searched order (column j of a tile = searched
-    # string s0 + j); only the raw vectors are reached through string_rows.
-    s_norms = s_norms[string_rows]
-    counts = counts.take(string_rows)
-    code = counts.packed()
+    # float32 unit prompts (a few ulps from the float64 scaling, inside rounding_margin), raw strings: no
+    # scaled copy of the strings, and an entry's cosine is tile * s_inverse
+    p_unit = torch.from_numpy(prompts * _inverse(p_norms)[:, None].astype(np.float32))
+    s_inverse = _inverse(s_norms)
+    # a candidate has tile >= (lowest edge - margin) |s|, taken one float32 step lower: every pair whose
+    # cosine exceeds the lowest edge is one (for a zero string: tile 0 >= 0, then cosine 0)
+    s_threshold = np.nextafter(((start - margin) * s_norms).astype(np.float32), np.float32(-np.inf))
     matches = np.zeros((n_p, n_bins), dtype=np.int64)
     summed = np.zeros((n_p, n_bins, vocab), dtype=np.int64)
-    if n_p == 0 or len(string_rows) == 0:
+    if n_p == 0 or len(strings) == 0:
         return matches, summed
-    if screen == "bfloat16":  # the largest bf16 at or below the threshold, as an int16 bit pattern
-        bits = int(torch.tensor(start - margin).to(torch.bfloat16).view(torch.int16).item())
-        if _bf16_value(bits) > start - margin:
-            bits -= 1  # positive bf16 values order like their bit patterns
-        screen_value, screen_float = np.int16(bits), _bf16_value(bits)
-    else:
-        screen_float = float(np.nextafter(np.float32(start - margin), np.float32(-1)))
-        screen_value = np.float32(screen_float)
     chunks = list(range(0, n_p, prompt_chunk))
     bar = tqdm(total=len(chunks), disable=not progress, desc=desc, unit="prompt chunk", mininterval=5)
 
     with exact_float32_matmul():
         if binner == "compiled":
-            s_unit_t = s_unit.T  # [d_model strings]: tiles are column slices
-            # the raw vectors, for dense tiles' float32 products (views, no copy)
-            raw_prompts, raw_strings = torch.from_numpy(prompts), torch.from_numpy(strings)
-            raw_strings_t = raw_strings.T
-            contiguous = len(string_rows) == len(strings)  # searched string j is row j
-            # for dense tiles: inverse norms (a product instead of a division per entry), and each
-            # string's one next token with its count (0 where it has none or several: ``several``)
-            s_inverse = np.where(s_norms > 0, 1.0 / np.where(s_norms > 0, s_norms, 1.0), 0.0)
+            strings_t = torch.from_numpy(strings).T  # [d_model strings]: tiles are column slices (a view)
+            code = counts.packed()
+            # for dense rows: each string's one next token with its count (0 where it has none or several)
             single_token = np.where(code >= 0, code & 0xFFFFFFFF, 0).astype(np.int32)
             single_count = np.where(code >= 0, code >> 32, 0).astype(np.int32)
             several = np.flatnonzero(code == -1)
@@ -627,37 +430,18 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
             def work(p0: int) -> None:
                 p_tile = p_unit[p0 : p0 + prompt_chunk]
                 rows = len(p_tile)
-                cand = np.empty(string_chunk, dtype=np.int64)
+                cand = np.empty(string_chunk, dtype=np.int32)
                 kbuf = np.empty(string_chunk, dtype=np.int32)
                 # int32 sums (a bin's count of one token is at most the text's length) keep the chunk's
                 # accumulators in cache: 256 prompts x 30 bins x 65 tokens x 4 bytes = 2 MB
                 m_chunk = np.zeros((rows, n_bins), dtype=np.int32)
                 c_chunk = np.zeros((rows, n_bins, vocab), dtype=np.int32)
-                buffers, dot_buffers = {}, {}
-                dense = False  # whether the last tile was: then the next one skips the screen
-                for s0 in range(0, len(string_rows), string_chunk):
-                    width = min(string_chunk, len(string_rows) - s0)
-                    if not dense:
-                        if width not in buffers:
-                            buffers[width] = torch.empty((rows, width), dtype=dtype)
-                        tile = _tile_matmul(p_tile, s_unit_t[:, s0 : s0 + width], out=buffers[width])
-                        values = tile.view(torch.int16).numpy() if refine else tile.numpy()
-                        dense = refine and _count_at_least(values, screen_value) >= dense_fraction * rows * width
-                    if not dense:
-                        _bin_tile(values, screen_value, DOT_PER_CANDIDATE if refine else FROM_TILE, p0, s0, prompts,
-                                  strings, string_rows, p_norms, s_norms, start, 1.0 / step, margin_bins, edges64,
-                                  code, counts.indptr, counts.token, counts.count, m_chunk, c_chunk, cand)
-                        continue
-                    if width not in dot_buffers:
-                        dot_buffers[width] = torch.empty((rows, width), dtype=torch.float32)
-                    raw = (raw_strings_t[:, s0 : s0 + width] if contiguous
-                           else raw_strings[torch.from_numpy(string_rows[s0 : s0 + width])].T)
-                    dots = _tile_matmul(raw_prompts[p0 : p0 + rows], raw, out=dot_buffers[width]).numpy()
-                    reached = _bin_dense_tile(dots, screen_float, p0, s0, prompts, strings, string_rows, p_norms,
-                                              s_norms, s_inverse, start, 1.0 / step, margin_bins, edges64,
-                                              single_token, single_count, several, counts.indptr, counts.token,
-                                              counts.count, m_chunk, c_chunk, kbuf)
-                    dense = reached >= dense_fraction * rows * width
+                for s0 in range(0, len(strings), string_chunk):
+                    tile = _tile_matmul(p_tile, strings_t[:, s0 : s0 + string_chunk]).numpy()
+                    _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_inverse, start,
+                              1.0 / step, margin_bins, edges64, dense_fraction * tile.shape[1], single_token,
+                              single_count, several, code, counts.indptr, counts.token, counts.count, m_chunk,
+                              c_chunk, cand, kbuf)
                 matches[p0 : p0 + rows] = m_chunk
                 summed[p0 : p0 + rows] = c_chunk
                 bar.update(1)
@@ -673,23 +457,24 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
                 torch.set_num_threads(torch_threads)
         else:
             t = {  # everything the torch pass reads, on the device
-                "prompts": t_prompts, "strings": t_strings, "rows": t_rows,
+                "prompts": torch.from_numpy(prompts).to(device), "strings": torch.from_numpy(strings).to(device),
                 "p_norms": torch.from_numpy(p_norms).to(device), "s_norms": torch.from_numpy(s_norms).to(device),
-                "edges": torch.from_numpy(edges64).to(device),
+                "s_threshold": torch.from_numpy(s_threshold).to(device),
+                "s_inverse": torch.from_numpy(s_inverse).to(device), "edges": torch.from_numpy(edges64).to(device),
             }
             csr = {"indptr": torch.from_numpy(counts.indptr).to(device),
                    "token": torch.from_numpy(counts.token).to(device).long(),
                    "count": torch.from_numpy(counts.count).to(device).long()}
-            p_dev, s_dev_t = p_unit, s_unit.T
+            p_dev, s_dev_t = p_unit.to(device), t["strings"].T
             for p0 in chunks:
                 rows = min(prompt_chunk, n_p - p0)
                 m_dev = torch.zeros((rows, n_bins), dtype=torch.int64, device=device)
                 c_dev = torch.zeros((rows, n_bins, vocab), dtype=torch.int64, device=device)
-                for s0 in range(0, len(string_rows), string_chunk):
+                for s0 in range(0, len(strings), string_chunk):
                     tile = _tile_matmul(p_dev[p0 : p0 + rows], s_dev_t[:, s0 : s0 + string_chunk])
-                    _bin_tile_torch(tile, screen_float, refine, p0, s0, t["prompts"], t["strings"], t["rows"],
-                                    t["p_norms"], t["s_norms"], start, 1.0 / step, margin_bins, t["edges"], csr,
-                                    m_dev, c_dev)
+                    _bin_tile_torch(tile, p0, s0, t["prompts"], t["strings"], t["p_norms"], t["s_norms"],
+                                    t["s_threshold"], t["s_inverse"], start, 1.0 / step, margin_bins, t["edges"],
+                                    csr, m_dev, c_dev)
                 matches[p0 : p0 + rows] = m_dev.cpu().numpy()
                 summed[p0 : p0 + rows] = c_dev.cpu().numpy()
                 bar.update(1)
@@ -735,7 +520,7 @@ def cumulative(binned: np.ndarray, axis: int, out: np.ndarray | None = None) -> 
 def search_prompts(prompt_blocks: Sequence[np.ndarray], string_blocks, counts: CountsCSR, edges: np.ndarray,
                    members: np.ndarray | None = None, progress: bool = True, **options) -> tuple[np.ndarray, np.ndarray]:
     """All blocks: ``string_blocks`` is a callable ``block -> [n_strings d_model]`` array, so only one
-    block's strings are in memory at a time; ``options`` go to :func:`search_block` (device, screen,
+    block's strings are in memory at a time; ``options`` go to :func:`search_block` (device,
     threads, chunks). Returns ``(matches [prompts blocks bins], counts [prompts blocks bins vocab])`` as
     uint32 (what the summary stores), filled block by block: one block's int64 result is the only copy."""
     n_p, n_b, n_bins = len(prompt_blocks[0]), len(prompt_blocks), len(edges)
