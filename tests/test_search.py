@@ -166,6 +166,13 @@ def test_cosines_on_and_next_to_bin_edges_match_bruteforce():
     assert (gap <= rounding_margin(D)).sum() >= 150  # all of those go through the float64 path
 
 
+def test_pairs_near_an_edge_set_aside_in_small_batches_match_bruteforce(monkeypatch):
+    """The pairs near an edge are decided when their batch fills (mid-tile, mid-row) as well as at the
+    end of a tile: the edge-case data above with a batch of 3 pairs."""
+    monkeypatch.setattr(search_module, "NEAR_EDGE_BATCH", 3)
+    test_cosines_on_and_next_to_bin_edges_match_bruteforce()
+
+
 def test_exact_edge_cosines_land_in_the_lower_bin():
     # cos = 0.8 exactly: bin (0.79, 0.8], i.e. not "above 0.8"
     strings = np.zeros((3, D), dtype=np.float32)

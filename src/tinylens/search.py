@@ -202,58 +202,79 @@ def _bins(cos: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------- the compiled CPU pass
 
-# The dot product takes (matrix, row) pairs rather than row views: a view made per pair costs two
-# atomic reference-count updates, more than the product itself.
+#: Pairs near an edge set aside before they are decided together (:func:`_settle_near_edge`): 512 KB.
+NEAR_EDGE_BATCH = 65536
+
+
 @numba.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
-def _dot64(a, i, b, j):  # pragma: no cover - compiled
-    """float64 dot product of a[i] and b[j] (float32 rows). Any summation order (vectorised: 6x faster
-    than in sequence at d_model 384): its rounding, about d_model 2**-53, is far inside the float32
-    margin that sends a pair here, and the brute force's BLAS sums in an order of its own."""
-    acc = 0.0
-    for k in range(a.shape[1]):
-        acc += np.float64(a[i, k]) * np.float64(b[j, k])
-    return acc
+def _settle_near_edge(near, n, rows, p0, s0, prompts, strings, p_norms, s_norms, edges, code, indptr, token, count,
+                      matches, flat):  # pragma: no cover - compiled
+    """Decide in float64 the ``n`` pairs of a tile that lie near an edge (``near``: keys
+    ``column * rows + row``), in string order (the string rows are read in ascending addresses).
 
-
-@numba.njit(nogil=True, cache=True)
-def _exact_bin(prompts, pr, strings, q, p_norm, s_norms, edges):  # pragma: no cover - compiled
-    """The bin of a pair near an edge, from its float64 cosine (-1: at or below the lowest edge)."""
-    denom = p_norm * s_norms[q]
-    c = _dot64(prompts, pr, strings, q) / denom if denom > 0 else 0.0
-    return np.searchsorted(edges, min(max(c, -1.0), 1.0)) - 1
+    The float64 dot product is written out here rather than called: a call with array arguments
+    costs atomic reference-count updates, which made each re-check about 650 ns at d_model 384, as
+    much as all the other pairs' binning together. Summed in any order (fastmath, vectorised): its
+    rounding, about d_model 2**-53, is far inside the float32 margin that sends a pair here, and the
+    brute force's BLAS sums in an order of its own."""
+    vocab, d_model = flat.shape[1] // matches.shape[1], prompts.shape[1]
+    keys = near[:n]
+    keys.sort()
+    for key in keys:
+        j, r = key // rows, key % rows
+        q, pr = s0 + j, p0 + r
+        dot = 0.0
+        for i in range(d_model):
+            dot += np.float64(prompts[pr, i]) * np.float64(strings[q, i])
+        denom = p_norms[pr] * s_norms[q]
+        c = dot / denom if denom > 0 else 0.0
+        k = np.searchsorted(edges, min(max(c, -1.0), 1.0)) - 1
+        if k < 0:
+            continue
+        matches[r, k] += 1
+        x = code[q]
+        if x >= 0:
+            flat[r, k * vocab + (x & 0xFFFFFFFF)] += x >> 32
+        elif x == -1:
+            for e in range(indptr[q], indptr[q + 1]):
+                flat[r, k * vocab + token[e]] += count[e]
 
 
 @numba.njit(nogil=True, cache=True)
 def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_inverse, start, inv_step,
               margin_bins, edges, dense_limit, single_token, single_count, several, code, indptr, token, count,
-              matches, summed, cand, kbuf):  # pragma: no cover - compiled
+              matches, summed, cand, kbuf, near):  # pragma: no cover - compiled
     """Bin one tile [rows width] (rows = prompts p0.., columns = strings s0..): ``tile`` is the float32
     product of the float32 unit prompts and the raw string vectors, so an entry's cosine is its value
     times the string's float64 inverse norm (``s_inverse``), within :func:`rounding_margin`.
 
     Per row, the entries at or above the string's ``s_threshold`` (the lowest edge less the margin,
     times the string's norm) are the candidates, found by a compaction without branches. A row with
-    fewer than ``dense_limit`` candidates bins them one by one: its cosine, its bin (decided in float64
-    by :func:`_exact_bin` when within ``margin_bins`` of an edge), the match and the string's next-token
-    counts (``code``: :meth:`CountsCSR.packed`) added to ``matches[row]`` and ``summed[row]``. A denser
-    row (the weakly trained models of short runs, whose activations are much alike, have rows where
-    most entries match) bins every entry in three passes without a data-dependent branch in their inner
-    loops (there those mispredict and cost more than the arithmetic): (1) each entry's bin, in code the
-    compiler vectorises, with a spare bin ``n_bins`` for entries below the lowest edge, never read, and
-    a mark ``n_bins + 1`` for entries near an edge; (2) the marked entries decided in float64, and the
-    strings with several next tokens (``several``: their indices, sorted) counted from the CSR; (3)
-    every entry's one next token (``single_token``/``single_count``, count 0 for the others) added to a
-    per-row table in L1, flushed once per row. ``cand``, ``kbuf``: int32 scratch >= width.
+    fewer than ``dense_limit`` candidates bins them one by one: its cosine, its bin, the match and the
+    string's next-token counts (``code``: :meth:`CountsCSR.packed`: the count and token of a string with
+    one next token, -1 for several, read from the CSR) added to ``matches[row]`` and ``summed[row]``. A denser row (the weakly trained models of short runs, whose activations are much
+    alike, have rows where most entries match) bins every entry in three passes without a
+    data-dependent branch in their inner loops (there those mispredict and cost more than the
+    arithmetic): (1) each entry's bin, in code the compiler vectorises, with spare bins, never read,
+    for entries below the lowest edge and for those near an edge; (2) the strings with
+    several next tokens (``several``: their indices, sorted) counted from the CSR; (3) every entry's
+    one next token (``single_token``/``single_count``, count 0 for the others) added to a per-row table
+    in L1, flushed once per row. Entries within ``margin_bins`` of an edge are set aside (``near``:
+    int64 scratch, as long as the caller likes) and decided in float64 by :func:`_settle_near_edge`
+    when it fills and at the end of the tile. ``cand``, ``kbuf``: int32 scratch >= width.
     """
     rows, width = tile.shape
     n_bins, vocab = summed.shape[1], summed.shape[2]
     spare, near_edge = n_bins, n_bins + 1
     flat = summed.reshape(rows, n_bins * vocab)
-    local_m = np.zeros(n_bins + 1, dtype=matches.dtype)
-    local_c = np.zeros((n_bins + 1) * vocab, dtype=summed.dtype)
+    # per-row tables of dense rows; their bins n_bins (below the lowest edge) and n_bins + 1 (near an
+    # edge: decided later) are never read
+    local_m = np.zeros(n_bins + 2, dtype=matches.dtype)
+    local_c = np.zeros((n_bins + 2) * vocab, dtype=summed.dtype)
     s_thr, s_inv = s_threshold[s0 : s0 + width], s_inverse[s0 : s0 + width]
     top = np.float64(n_bins - 1)
     several_lo, several_hi = np.searchsorted(several, s0), np.searchsorted(several, s0 + width)
+    n_near = 0
     for r in range(rows):
         row = tile[r]
         n = 0
@@ -262,19 +283,22 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
             n += row[j] >= s_thr[j]
         if n == 0:
             continue
-        pr = p0 + r
-        pn = p_norms[pr]
         if n < dense_limit:  # a sparse row: candidate by candidate
             for i in range(n):
                 j = cand[i]
-                q = s0 + j
                 u = (np.float64(row[j]) * s_inv[j] - start) * inv_step  # position on the edge grid, in bins
-                if abs(u - np.floor(u + 0.5)) <= margin_bins:  # near an edge: decide in float64
-                    k = _exact_bin(prompts, pr, strings, q, pn, s_norms, edges)
-                else:
-                    k = min(int(np.ceil(u)) - 1, n_bins - 1)  # bin (edge_k, edge_k+1]; the last is open
+                if abs(u - np.floor(u + 0.5)) <= margin_bins:  # near an edge: decided in float64 later
+                    near[n_near] = j * rows + r
+                    n_near += 1
+                    if n_near == len(near):
+                        _settle_near_edge(near, n_near, rows, p0, s0, prompts, strings, p_norms, s_norms, edges,
+                                          code, indptr, token, count, matches, flat)
+                        n_near = 0
+                    continue
+                k = min(int(np.ceil(u)) - 1, n_bins - 1)  # bin (edge_k, edge_k+1]; the last is open
                 if k < 0:
                     continue
+                q = s0 + j
                 matches[r, k] += 1
                 x = code[q]
                 if x >= 0:
@@ -288,18 +312,21 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
             k = min(np.ceil(u) - 1.0, top)
             k = k if k >= 0.0 else np.float64(spare)
             kbuf[j] = near_edge if abs(u - np.floor(u + 0.5)) <= margin_bins else np.int32(k)
-        n_near = 0
-        for j in range(width):  # (2) the marked entries, collected branch-free, then decided in float64
-            cand[n_near] = j
-            n_near += kbuf[j] == near_edge
-        for i in range(n_near):
-            j = cand[i]
-            k = _exact_bin(prompts, pr, strings, s0 + j, pn, s_norms, edges)
-            kbuf[j] = k if k >= 0 else spare
-        for i in range(several_lo, several_hi):  # strings with several next tokens: counts from the CSR
+        n_marked = 0
+        for j in range(width):  # the marked entries, collected branch-free
+            cand[n_marked] = j
+            n_marked += kbuf[j] == near_edge
+        for i in range(n_marked):
+            near[n_near] = cand[i] * rows + r
+            n_near += 1
+            if n_near == len(near):
+                _settle_near_edge(near, n_near, rows, p0, s0, prompts, strings, p_norms, s_norms, edges, code,
+                                  indptr, token, count, matches, flat)
+                n_near = 0
+        for i in range(several_lo, several_hi):  # (2) strings with several next tokens: counts from the CSR
             q = several[i]
             k = kbuf[q - s0]
-            if k != spare:
+            if k < n_bins:
                 for e in range(indptr[q], indptr[q + 1]):
                     local_c[k * vocab + token[e]] += count[e]
         for j in range(width):  # (3)
@@ -312,6 +339,8 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
         for cell in range(n_bins * vocab):
             flat[r, cell] += local_c[cell]
         local_c[:] = 0
+    _settle_near_edge(near, n_near, rows, p0, s0, prompts, strings, p_norms, s_norms, edges, code, indptr, token,
+                      count, matches, flat)
 
 
 # ---------------------------------------------------------------- the torch pass (any device)
@@ -433,6 +462,7 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
                 rows = len(p_tile)
                 cand = np.empty(string_chunk, dtype=np.int32)
                 kbuf = np.empty(string_chunk, dtype=np.int32)
+                near = np.empty(NEAR_EDGE_BATCH, dtype=np.int64)
                 # int32 sums (a bin's count of one token is at most the text's length) keep the chunk's
                 # accumulators in cache: 256 prompts x 30 bins x 65 tokens x 4 bytes = 2 MB
                 m_chunk = np.zeros((rows, n_bins), dtype=np.int32)
@@ -442,7 +472,7 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
                     _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_inverse, start,
                               1.0 / step, margin_bins, edges64, dense_fraction * tile.shape[1], single_token,
                               single_count, several, code, counts.indptr, counts.token, counts.count, m_chunk,
-                              c_chunk, cand, kbuf)
+                              c_chunk, cand, kbuf, near)
                 matches[p0 : p0 + rows] = m_chunk
                 summed[p0 : p0 + rows] = c_chunk
                 bar.update(1)
