@@ -200,7 +200,8 @@ def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to
     agree = {"bruteforce": True, "naive_cells": 0, "naive_identical": 0}
     torch.set_num_threads(args.threads)
     warm = np.random.default_rng(0).normal(size=(300, d_model)).astype(np.float32)
-    search_block(warm[:3], warm, csr.take(np.arange(300)), EDGES, threads=args.threads, device=device)  # compiles the kernels once
+    # compiles the kernels once
+    search_block(warm[:3], warm, csr.take(np.arange(300)), EDGES, threads=args.threads, device=device)
     for b in range(cfg.n_layer):
         strings = load_block(inputs["dumps"], b, KIND, cfg.n_embed, strings=table.strings)
         if q is not None:

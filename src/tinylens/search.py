@@ -253,8 +253,9 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
     Per row, the entries at or above the string's ``s_threshold`` (the lowest edge less the margin,
     times the string's norm) are the candidates, found by a compaction without branches. A row with
     fewer than ``dense_limit`` candidates bins them one by one: its cosine, its bin, the match and the
-    string's next-token counts (``code``: :meth:`CountsCSR.packed`: the count and token of a string with
-    one next token, -1 for several, read from the CSR) added to ``matches[row]`` and ``summed[row]``. A denser row (the weakly trained models of short runs, whose activations are much
+    string's next-token counts (``code``: :meth:`CountsCSR.packed`: the count and token of a string
+    with one next token, -1 for several, read from the CSR) added to ``matches[row]`` and
+    ``summed[row]``. A denser row (the weakly trained models of short runs, whose activations are much
     alike, have rows where most entries match) bins every entry in three passes without a
     data-dependent branch in their inner loops (there those mispredict and cost more than the
     arithmetic): (1) each entry's bin, in code the compiler vectorises, with spare bins, never read,
