@@ -41,7 +41,7 @@ import pyarrow as pa
 import torch
 from tqdm.auto import tqdm
 
-from tinylens.measures import cosine, cosine_matrix
+from tinylens.measures import cosine_matrix
 from tinylens.tables import Schema
 
 
@@ -189,14 +189,6 @@ def _inverse(norms: np.ndarray) -> np.ndarray:
     return np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
 
 
-def exact_cosines(prompts: np.ndarray, p_norms: np.ndarray, strings: np.ndarray, s_norms: np.ndarray,
-                  pi: np.ndarray, si: np.ndarray) -> np.ndarray:
-    """float64 ``(p . s) / (|p| |s|)`` for the pairs (pi, si); 0 where a vector is zero."""
-    # tinylens.measures.cosine, the one definition (the norms are recomputed from the same rows).
-    # Clipped: a vector's cosine with itself is 1 up to an ulp either way, and must land in one bin.
-    return np.clip(cosine(prompts[pi], strings[si]), -1.0, 1.0)
-
-
 def _bins(cos: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Bin k for cos in (edges[k], edges[k+1]], -1 at or below edges[0]."""
     return np.searchsorted(edges, cos, side="left") - 1
@@ -233,6 +225,8 @@ def _settle_near_edge(near, n, rows, p0, s0, prompts, strings, p_norms, s_norms,
         k = np.searchsorted(edges, min(max(c, -1.0), 1.0)) - 1
         if k < 0:
             continue
+        # the match and its counts, as in _bin_tile's sparse rows: written out in both places, since a
+        # shared function (even numba's inline="always") made every candidate about twice as slow
         matches[r, k] += 1
         x = code[q]
         if x >= 0:
