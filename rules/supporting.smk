@@ -163,7 +163,7 @@ rule criterion:
         table=results("supporting/criterion_{mode}.parquet"),
         summary=results("supporting/criterion_{mode}.json"),
     params:
-        **SUPPORTING["criterion"],
+        settings=SUPPORTING["criterion"],
         mode=lambda wc: wc.mode,
         grid=config["threshold_grid"],
     resources:

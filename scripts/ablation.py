@@ -2,28 +2,25 @@
 
 from pathlib import Path
 
-import torch
-
 from tinylens.corpus import CharTokenizer
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.supporting.ablation import ablation_distances, ablation_rows
 from tinylens.supporting.inputs import load_prompt_set
 from tinylens.supporting.schemas import ablation_schema
 from tinylens.tables import write_table
 from tinylens.weights import load_model
 
-with log_to(snakemake.log[0]) as log:
-    inp, out = snakemake.input, snakemake.output
-    torch.set_num_threads(snakemake.threads)
+with job(snakemake) as j:
+    inp, out = j.input, j.output
     model = load_model(Path(inp.weights).parent)
     tokenizer = CharTokenizer.load(inp.tokenizer)
     columns: dict[str, list] = {}
-    for mode, path in zip(snakemake.params.modes, inp.prompts, strict=True):
+    for mode, path in zip(j.params.modes, inp.prompts, strict=True):
         prompts = load_prompt_set(path, mode, tokenizer)
         distances = ablation_distances(model, prompts.tokens)
         for key, values in ablation_rows(mode, prompts.prompt_id, prompts.split, distances).items():
             columns.setdefault(key, []).extend(values)
         for (context, variant), h in distances.items():
-            log.info("%s mode, %s context, %s: mean H per block %s", mode, context, variant, h.mean(0).round(4).tolist())
+            j.log.info("%s mode, %s context, %s: mean H per block %s", mode, context, variant, h.mean(0).round(4).tolist())
     write_table(out.table, ablation_schema(model.config.n_layer), columns)
-    log.info("wrote %d rows to %s", len(columns["mode"]), out.table)
+    j.log.info("wrote %d rows to %s", len(columns["mode"]), out.table)

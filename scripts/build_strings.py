@@ -3,20 +3,20 @@
 import numpy as np
 
 from tinylens.corpus import CharTokenizer, load_ids
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.strings import build_strings, prompt_sets, save_prompts, save_strings
 
-with log_to(snakemake.log[0]) as log:
-    p, out = snakemake.params, snakemake.output
-    tokenizer = CharTokenizer.load(snakemake.input.tokenizer)
-    train, val = load_ids(snakemake.input.train), load_ids(snakemake.input.val)
+with job(snakemake) as j:
+    p, out = j.params, j.output
+    tokenizer = CharTokenizer.load(j.input.tokenizer)
+    train, val = load_ids(j.input.train), load_ids(j.input.val)
     ids = np.concatenate([train, val])
     text = tokenizer.decode(ids)
     table = build_strings(text, ids, p.length, tokenizer.vocab_size, n_train=len(train))
     save_strings(out.strings, table)
-    log.info("%d unique substrings of length %d (%d occur in the train text) -> %s",
-             len(table), p.length, int(table.in_train.sum()), out.strings)
+    j.log.info("%d unique substrings of length %d (%d occur in the train text) -> %s",
+               len(table), p.length, int(table.in_train.sum()), out.strings)
     for mode, prompts in prompt_sets(table, text[len(train):], p.length, p.n_prompts, p.tune_fraction, p.seed).items():
         save_prompts(out[f"prompts_{mode}"], prompts)
-        log.info("%s mode: %d prompts (%d tune) -> %s", mode, len(prompts["string"]),
-                 prompts["split"].count("tune"), out[f"prompts_{mode}"])
+        j.log.info("%s mode: %d prompts (%d tune) -> %s", mode, len(prompts["string"]),
+                   prompts["split"].count("tune"), out[f"prompts_{mode}"])

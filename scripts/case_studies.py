@@ -3,16 +3,15 @@
 from pathlib import Path
 
 from tinylens.activations import load_block
-from tinylens.atomic import read_json, write_json
 from tinylens.case_studies import MATCHES_SCHEMA, check_prompts, find_matches, match_rows, prompt_activations, summarize
 from tinylens.corpus import CharTokenizer
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.strings import load_strings
 from tinylens.tables import write_table
 from tinylens.weights import load_model
 
-with log_to(snakemake.log[0]) as log:
-    p, inp = snakemake.params, snakemake.input
+with job(snakemake) as j:
+    p, inp = j.params, j.input
     model = load_model(Path(inp.weights).parent)
     tokenizer = CharTokenizer.load(inp.tokenizer)
     table = load_strings(inp.strings, tokenizer.vocab_size)
@@ -21,15 +20,14 @@ with log_to(snakemake.log[0]) as log:
     string_dir = Path(inp.string_logits).parent
     matches = find_matches(vectors, lambda b: load_block(string_dir, b, "ffwd_out", model.config.n_embed,
                                                          strings=table.strings), p.min_cosine)
-    tuned = read_json(inp.tuned)
+    tuned = j.read_json(inp.tuned)
     counts = table.counts("corpus")
     summaries = [summarize(prompt, q[i], [matches[b][i] for b in range(len(matches))], table.strings, counts,
                            tuned, tuned.get("paper_values")) for i, prompt in enumerate(p.prompts)]
-    write_json(snakemake.output.summary, {"vocab": list(tokenizer.vocab), "case_studies": summaries})
+    j.write_json(j.output.summary, {"vocab": list(tokenizer.vocab), "case_studies": summaries})
     rows = match_rows(p.prompts, matches, table.strings)
-    write_table(snakemake.output.matches, MATCHES_SCHEMA, rows)
+    write_table(j.output.matches, MATCHES_SCHEMA, rows)
     for s in summaries:
-        log.info("%r: tuned H %.3f with matches %s; block 0 only at 0.95: %s",
-                 s["prompt"], s["tuned"]["hellinger"], s["tuned"]["matches"], s["block0_only"]["0.95"])
-    log.info("wrote %d match rows to %s and %s", len(rows["prompt"]), snakemake.output.matches,
-             snakemake.output.summary)
+        j.log.info("%r: tuned H %.3f with matches %s; block 0 only at 0.95: %s",
+                   s["prompt"], s["tuned"]["hellinger"], s["tuned"]["matches"], s["block0_only"]["0.95"])
+    j.log.info("wrote %d match rows to %s and %s", len(rows["prompt"]), j.output.matches, j.output.summary)

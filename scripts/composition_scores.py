@@ -1,28 +1,25 @@
 """Composition scores of every head pair of one model, and over its checkpoints (rule composition_scores)."""
 
-import json
 import sys
 from pathlib import Path
 
-import torch
 from tqdm import tqdm
 
 from tinylens.circuits.composition import SCORES_SCHEMA, score_table
 from tinylens.circuits.training import checkpoint_files, scores_over_training
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.tables import write_table
 from tinylens.weights import load_model
 
-with log_to(snakemake.log[0]) as log:
-    torch.set_num_threads(snakemake.threads)
-    p, inp, out = snakemake.params, snakemake.input, snakemake.output
+with job(snakemake) as j:
+    p, inp, out = j.params, j.input, j.output
     model = load_model(Path(inp.weights).parent)
-    step = json.loads(Path(inp.metrics).read_text())["steps"]
+    step = j.read_json(inp.metrics)["steps"]
     write_table(out.scores, SCORES_SCHEMA, score_table(model, p.seed, step, p.samples, p.baseline_seed))
-    log.info("wrote every pair's Q/K/V scores (both bases, LayerNorm ignored and folded) to %s", out.scores)
+    j.log.info("wrote every pair's Q/K/V scores (both bases, LayerNorm ignored and folded) to %s", out.scores)
     checkpoints = checkpoint_files(inp.checkpoints)
     cols = scores_over_training(checkpoints, model.config, p.seed, p.samples, p.baseline_seed,
                                 progress=lambda items: tqdm(items, desc=f"seed {p.seed} checkpoints", file=sys.stderr))
     write_table(out.over_training, SCORES_SCHEMA, cols)
-    log.info("wrote K-composition (LayerNorm ignored) at %d checkpoints (steps %s) to %s", len(checkpoints),
-             [s for s, _ in checkpoints], out.over_training)
+    j.log.info("wrote K-composition (LayerNorm ignored) at %d checkpoints (steps %s) to %s", len(checkpoints),
+               [s for s, _ in checkpoints], out.over_training)

@@ -2,25 +2,21 @@
 
 from pathlib import Path
 
-import torch
-
 from tinylens.activations import dump_activations
 from tinylens.corpus import CharTokenizer
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.strings import load_prompts, load_strings
-from tinylens.train import select_device
 from tinylens.weights import load_model
 
-with log_to(snakemake.log[0]) as log:
-    p = snakemake.params
-    torch.set_num_threads(snakemake.threads)
-    model = load_model(Path(snakemake.input.weights).parent, device=select_device(p.device))
-    tokenizer = CharTokenizer.load(snakemake.input.tokenizer)
+with job(snakemake) as j:
+    p = j.params
+    model = load_model(Path(j.input.weights).parent, device=j.device)
+    tokenizer = CharTokenizer.load(j.input.tokenizer)
     if p.set == "strings":
-        strings = load_strings(snakemake.input.table, tokenizer.vocab_size).strings
+        strings = load_strings(j.input.table, tokenizer.vocab_size).strings
     else:
-        strings = load_prompts(snakemake.input.table)["string"]
-    out_dir = Path(snakemake.output.logits).parent
-    log.info("dumping %s of %d strings for %s into %s", list(p.kinds), len(strings), p.set, out_dir)
+        strings = load_prompts(j.input.table)["string"]
+    out_dir = Path(j.output.logits).parent
+    j.log.info("dumping %s of %d strings for %s into %s", list(p.kinds), len(strings), p.set, out_dir)
     dump_activations(model, tokenizer, strings, out_dir, p.kinds, batch_size=p.batch_size)
-    log.info("wrote %d block files and logits.parquet to %s", model.config.n_layer, out_dir)
+    j.log.info("wrote %d block files and logits.parquet to %s", model.config.n_layer, out_dir)

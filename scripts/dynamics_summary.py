@@ -1,12 +1,11 @@
 """Phases, windows and best heads of every seed, with the sources' numbers (rule dynamics_summary)."""
 
-from tinylens.atomic import write_json
 from tinylens.dynamics.summary import load_curves, seed_summary, summarize
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.model import ModelConfig
 
-with log_to(snakemake.log[0]) as log:
-    inp, p = snakemake.input, snakemake.params
+with job(snakemake) as j:
+    inp, p = j.input, j.params
     cfg = ModelConfig.from_json(inp.model_config)
     dyn = p.dynamics
     per_seed = {}
@@ -15,9 +14,8 @@ with log_to(snakemake.log[0]) as log:
         per_seed[seed] = seed_summary(curves, cfg.n_layer, p.batch_size * cfg.block_size, dyn["smooth_decades"],
                                       dyn["min_swing"], dyn["induction_threshold"], dyn["unigram_threshold"])
         s = per_seed[seed]
-        log.info("seed %d: window %.0f-%.0f (peak %d), best head block %d head %d (prefix matching %.3f), "
-                 "IE/KL phases %s", seed, s["window"]["start"], s["window"]["end"], s["window"]["peak"],
-                 s["best_head"]["block"], s["best_head"]["head"], s["best_head"]["prefix_matching"],
-                 [i for i in (1, 2, 3) if s["ie_kl"][f"phase_{i}"]])
-    write_json(snakemake.output.summary, summarize(per_seed, p.original, dyn))
-    log.info("wrote %s", snakemake.output.summary)
+        j.log.info("seed %d: window %.0f-%.0f (peak %d), best head block %d head %d (prefix matching %.3f), "
+                   "IE/KL phases %s", seed, s["window"]["start"], s["window"]["end"], s["window"]["peak"],
+                   s["best_head"]["block"], s["best_head"]["head"], s["best_head"]["prefix_matching"],
+                   [i for i in (1, 2, 3) if s["ie_kl"][f"phase_{i}"]])
+    j.write_json(j.output.summary, summarize(per_seed, p.original, dyn))

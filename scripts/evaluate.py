@@ -13,21 +13,20 @@ from tinylens.approx import (
     summary_for_prompts,
     tuned_setting,
 )
-from tinylens.atomic import read_json, write_json
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.model import ModelConfig
 from tinylens.search import cumulative, threshold_edges
 from tinylens.strings import load_prompts, load_strings
 from tinylens.tables import write_table
 
-with log_to(snakemake.log[0]) as log:
-    p, inp, out = snakemake.params, snakemake.input, snakemake.output
+with job(snakemake) as j:
+    p, inp, out = j.params, j.input, j.output
     cfg = ModelConfig.from_json(inp.model_config)
     edges = threshold_edges(**p.grid)
     prompts = load_prompts(inp.prompts)
     n = len(prompts["prompt_id"])
     matches, counts = summary_for_prompts(inp.shards, prompts["prompt_id"], cfg.n_layer, len(edges), cfg.vocab_size)
-    tuned = read_json(inp.tuned)
+    tuned = j.read_json(inp.tuned)
     q = {seed: softmax(load_logits(Path(path).parent, cfg.vocab_size, strings=prompts["string"])) for seed, path in zip(p.seeds, inp.logits)}
     alternates = [s for s in p.seeds if s != p.original]
     # in place: the counts are the run's largest array (no second copy of them)
@@ -37,9 +36,9 @@ with log_to(snakemake.log[0]) as log:
     table = load_strings(inp.strings, cfg.vocab_size)
     in_train = in_train_text(prompts["string"], table.strings, table.in_train)
     write_table(out.table, hellinger_schema(alternates, cfg.n_layer), {**prompts, "in_train": in_train, **columns})
-    log.info("wrote per-prompt distances of %d prompts to %s", n, out.table)
+    j.log.info("wrote per-prompt distances of %d prompts to %s", n, out.table)
     summary = evaluation_summary(columns, prompts["split"], in_train, alternates, tuned, p.mode, p.tuned_with)
-    write_json(out.summary, summary)
-    log.info("%s mode (values tuned on the %s mode): approximation mean H %.4f (in the train text verbatim: %s of the prompts), alternates %s -> %s",
-             p.mode, p.tuned_with, summary["approximation"]["mean"], summary["verbatim_in_train"]["share"],
-             {s: v["mean"] for s, v in summary["alternates"].items()}, out.summary)
+    j.write_json(out.summary, summary)
+    j.log.info("%s mode (values tuned on the %s mode): approximation mean H %.4f (in the train text verbatim: %s of the prompts), alternates %s -> %s",
+               p.mode, p.tuned_with, summary["approximation"]["mean"], summary["verbatim_in_train"]["share"],
+               {s: v["mean"] for s, v in summary["alternates"].items()}, out.summary)

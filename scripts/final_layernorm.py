@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 
 from tinylens.corpus import CharTokenizer
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.supporting.inputs import load_prompt_set
 from tinylens.supporting.layernorm import noise_experiment, scaling_deviation
 from tinylens.supporting.schemas import NOISE_SCHEMA, SCALING_SCHEMA
@@ -13,8 +13,8 @@ from tinylens.supporting.summary import summarize_noise, summarize_scaling
 from tinylens.tables import write_table
 from tinylens.weights import load_model
 
-with log_to(snakemake.log[0]) as log:
-    inp, out, p = snakemake.input, snakemake.output, snakemake.params
+with job(snakemake) as j:
+    inp, out, p = j.input, j.output, j.params
     model = load_model(Path(inp.weights).parent)
     tokenizer = CharTokenizer.load(inp.tokenizer)
     tables = {"scaling": {}, "noise": {}}
@@ -29,7 +29,7 @@ with log_to(snakemake.log[0]) as log:
             for k, v in cols.items():
                 tables[name].setdefault(k, []).extend(list(v))
             summary = summarize_scaling(cols) if name == "scaling" else summarize_noise(cols)
-            log.info("%s mode, %s: %s", mode, name, summary)
+            j.log.info("%s mode, %s: %s", mode, name, summary)
     write_table(out.scaling, SCALING_SCHEMA, tables["scaling"])
     write_table(out.noise, NOISE_SCHEMA, tables["noise"])
-    log.info("wrote %s and %s", out.scaling, out.noise)
+    j.log.info("wrote %s and %s", out.scaling, out.noise)

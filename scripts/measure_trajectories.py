@@ -4,31 +4,27 @@ from pathlib import Path
 
 import torch
 
-from tinylens.atomic import write_json
 from tinylens.attention.schemas import TRAJECTORY_SCHEMA
 from tinylens.attention.trajectories import depth_summary, evenly_spaced_windows, measure_trajectories
 from tinylens.attention.tuned_lens import load_lens, read_history, training_endpoints
 from tinylens.corpus import load_ids
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.tables import write_table
-from tinylens.train import select_device
 from tinylens.weights import load_model
 
-with log_to(snakemake.log[0]) as log:
-    p, inp, out = snakemake.params, snakemake.input, snakemake.output
-    torch.set_num_threads(snakemake.threads)
-    device = select_device(p.device)
+with job(snakemake) as j:
+    p, inp, out = j.params, j.input, j.output
+    device = j.device
     model = load_model(Path(inp.weights).parent, device=device)
     lens = load_lens(inp.lens).to(device)
     windows = evenly_spaced_windows(load_ids(inp.val), p.sequences, model.config.block_size + 1)
     columns = measure_trajectories(model, torch.from_numpy(windows).to(device), lens)
     write_table(out.table, TRAJECTORY_SCHEMA, columns)
-    log.info("wrote %d rows (depth x sequence x position) to %s", len(columns["depth"]), out.table)
+    j.log.info("wrote %d rows (depth x sequence x position) to %s", len(columns["depth"]), out.table)
     per_depth = depth_summary(columns)
     summary = {"sequences": len(windows), "positions": int(windows.shape[1] - 1), "vocab_size": model.config.vocab_size,
                "per_depth": per_depth, "tuned_lens_training": training_endpoints(read_history(inp.history))}
-    write_json(out.summary, summary)
+    j.write_json(out.summary, summary)
     for row in per_depth:
-        log.info("depth %d: rank logit %.2f tuned %.2f, KL logit %.4f tuned %.4f", row["depth"], row["logit_rank_mean"],
-                 row["tuned_rank_mean"], row["logit_kl_mean"], row["tuned_kl_mean"])
-    log.info("wrote %s", out.summary)
+        j.log.info("depth %d: rank logit %.2f tuned %.2f, KL logit %.4f tuned %.4f", row["depth"], row["logit_rank_mean"],
+                   row["tuned_rank_mean"], row["logit_kl_mean"], row["tuned_kl_mean"])

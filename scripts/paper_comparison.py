@@ -1,19 +1,19 @@
 """Every published number beside ours: metrics JSON, CSV (for the report) and Markdown (rule paper_comparison)."""
 
-from tinylens.atomic import atomic_path, read_json, write_json
+from tinylens.atomic import atomic_path
 from tinylens.comparison import ROWS, compare, markdown, report, write_table_csv
-from tinylens.logs import log_to
+from tinylens.jobs import job
 
-with log_to(snakemake.log[0]) as log:
-    p, out = snakemake.params, snakemake.output
-    documents = {name: read_json(path) for name, path in snakemake.input.items()}
+with job(snakemake) as j:
+    p, out = j.params, j.output
+    documents = {name: j.read_json(path) for name, path in j.input.items()}
     table = compare(ROWS, documents, p.absent, p.files)
     result = report(ROWS, table, p.preset)
-    write_json(out.metrics, result)
+    j.write_json(out.metrics, result)
     write_table_csv(out.table, table)
     with atomic_path(out.markdown) as tmp:
         tmp.write_text(markdown(table), encoding="utf-8")
-    log.info("%d rows, %d computed (%s not made here), %d within the spread, %d outside -> %s, %s, %s",
-             result["counts"]["rows"], result["counts"]["computed"], sorted(p.absent) or "every source",
-             result["counts"]["within_spread"], result["counts"]["outside_spread"], out.metrics, out.table,
-             out.markdown)
+    j.log.info("%d rows, %d computed (%s not made here), %d within the spread, %d outside -> %s, %s, %s",
+               result["counts"]["rows"], result["counts"]["computed"], sorted(p.absent) or "every source",
+               result["counts"]["within_spread"], result["counts"]["outside_spread"], out.metrics, out.table,
+               out.markdown)

@@ -2,9 +2,9 @@
 
 from tinylens.attention.plots import plot_attention_diagonals
 from tinylens.attention.schemas import DIAGONAL_SCHEMA
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.tables import read_columns
 
-with log_to(snakemake.log[0]) as log:
-    plot_attention_diagonals(read_columns(snakemake.input.table, DIAGONAL_SCHEMA), snakemake.output.figure)
-    log.info("wrote %s", snakemake.output.figure)
+with job(snakemake) as j:
+    plot_attention_diagonals(read_columns(j.input.table, DIAGONAL_SCHEMA), j.output.figure)
+    j.log.info("wrote %s", j.output.figure)

@@ -4,10 +4,10 @@ import polars as pl
 
 from tinylens.circuits.composition import SCORES_SCHEMA
 from tinylens.circuits.plots import plot_composition_heatmaps
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.tables import read_table
 
-with log_to(snakemake.log[0]) as log:
-    scores = pl.from_arrow(read_table(snakemake.input.scores, SCORES_SCHEMA))
-    plot_composition_heatmaps(scores, snakemake.params.n_layer, snakemake.params.n_head, snakemake.output.figure)
-    log.info("wrote %s", snakemake.output.figure)
+with job(snakemake) as j:
+    scores = pl.from_arrow(read_table(j.input.scores, SCORES_SCHEMA))
+    plot_composition_heatmaps(scores, j.params.n_layer, j.params.n_head, j.output.figure)
+    j.log.info("wrote %s", j.output.figure)

@@ -1,18 +1,16 @@
 """Figure: interaction energy at every depth of the final models (rule plot_dynamics_energy_depth)."""
 
-import json
-from pathlib import Path
 
 from tinylens.dynamics.figures import plot_energy_depth
 from tinylens.dynamics.summary import load_curves
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.model import ModelConfig
 
-with log_to(snakemake.log[0]) as log:
-    inp, p = snakemake.input, snakemake.params
+with job(snakemake) as j:
+    inp, p = j.input, j.params
     cfg = ModelConfig.from_json(inp.model_config)
-    summary = json.loads(Path(inp.summary).read_text())["seeds"]
+    summary = j.read_json(inp.summary)["seeds"]
     curves = {str(seed): load_curves(c, h, cfg.n_layer, cfg.n_head, cfg.block_size)
               for seed, c, h in zip(p.seeds, inp.checkpoints, inp.heads, strict=True)}
-    plot_energy_depth(curves, summary, cfg.n_layer, str(p.original), snakemake.output.figure)
-    log.info("wrote %s", snakemake.output.figure)
+    plot_energy_depth(curves, summary, cfg.n_layer, str(p.original), j.output.figure)
+    j.log.info("wrote %s", j.output.figure)

@@ -1,13 +1,13 @@
 """Figure: D_i and D* against inverse density (rule plot_superposition_dimensionality)."""
 
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.superposition.levels import parse_fractions
 from tinylens.superposition.plots import plot_dimensionality
 from tinylens.superposition.schemas import DIMENSIONALITY_FEATURES, DIMENSIONALITY_MODELS, read_columns
 
-with log_to(snakemake.log[0]) as log:
-    plot_dimensionality(read_columns(snakemake.input.models, DIMENSIONALITY_MODELS),
-                        read_columns(snakemake.input.features, DIMENSIONALITY_FEATURES),
-                        parse_fractions(snakemake.params.fractions), snakemake.params.threshold,
-                        snakemake.output.figure)
-    log.info("wrote %s", snakemake.output.figure)
+with job(snakemake) as j:
+    plot_dimensionality(read_columns(j.input.models, DIMENSIONALITY_MODELS),
+                        read_columns(j.input.features, DIMENSIONALITY_FEATURES),
+                        parse_fractions(j.params.fractions), j.params.threshold,
+                        j.output.figure)
+    j.log.info("wrote %s", j.output.figure)

@@ -3,28 +3,23 @@
 from collections import Counter
 from pathlib import Path
 
-import torch
-
-from tinylens.atomic import write_json
 from tinylens.attention.probes import choose_speakers, passages, pooled_features, probe_by_depth
 from tinylens.attention.schemas import PASSAGE_SCHEMA, PROBE_SCHEMA
 from tinylens.attention.summary import summarize_probes
 from tinylens.corpus import CharTokenizer, load_ids
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.tables import write_table
-from tinylens.train import select_device
 from tinylens.weights import load_model
 
-with log_to(snakemake.log[0]) as log:
-    p, inp, out = snakemake.params, snakemake.input, snakemake.output
-    torch.set_num_threads(snakemake.threads)
-    model = load_model(Path(inp.weights).parent, device=select_device(p.device))
+with job(snakemake) as j:
+    p, inp, out = j.params, j.input, j.output
+    model = load_model(Path(inp.weights).parent, device=j.device)
     tokenizer = CharTokenizer.load(inp.tokenizer)
     texts = {"train": tokenizer.decode(load_ids(inp.train)), "val": tokenizer.decode(load_ids(inp.val))}
     speakers = choose_speakers(texts["train"], texts["val"], p.probe["speakers"], p.probe["min_speeches"])
     chunks = {split: passages(text, speakers, model.config.block_size, p.probe["min_chars"])
               for split, text in texts.items()}
-    log.info("speakers %s; passages: train %d, val %d", speakers, len(chunks["train"]), len(chunks["val"]))
+    j.log.info("speakers %s; passages: train %d, val %d", speakers, len(chunks["train"]), len(chunks["val"]))
     features = {split: pooled_features(model, [tokenizer.encode(x.text) for x in chunk]) for split, chunk in chunks.items()}
     labels = {split: [x.speaker for x in chunk] for split, chunk in chunks.items()}
     columns = probe_by_depth(features["train"], labels["train"], features["val"], labels["val"],
@@ -36,6 +31,6 @@ with log_to(snakemake.log[0]) as log:
         "text": [x.text for chunk in chunks.values() for x in chunk]})
     summary = {"speakers": speakers, "passage_chars": [p.probe["min_chars"], model.config.block_size],
                "passages": {split: dict(Counter(labels[split])) for split in chunks}, **summarize_probes(columns)}
-    write_json(out.summary, summary)
-    log.info("best logistic depth %d: %s (chance %s); wrote %s, %s, %s", summary["best_logistic_depth"],
-             summary["best_logistic"], summary["chance"], out.table, out.passages, out.summary)
+    j.write_json(out.summary, summary)
+    j.log.info("best logistic depth %d: %s (chance %s); wrote %s, %s, %s", summary["best_logistic_depth"],
+               summary["best_logistic"], summary["chance"], out.table, out.passages, out.summary)

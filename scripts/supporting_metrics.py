@@ -1,10 +1,7 @@
 """The family's metrics JSON, with the paper's numbers beside ours (rule supporting_metrics)."""
 
-import json
-from pathlib import Path
 
-from tinylens.atomic import write_json
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.supporting.schemas import (
     ENDPOINT_SCHEMA,
     NOISE_SCHEMA,
@@ -16,8 +13,8 @@ from tinylens.supporting.schemas import (
 from tinylens.supporting.summary import family_metrics, split_by_mode, summarize_stage
 from tinylens.tables import read_table
 
-with log_to(snakemake.log[0]) as log:
-    inp, p = snakemake.input, snakemake.params
+with job(snakemake) as j:
+    inp, p = j.input, j.params
     per_mode = lambda path, schema: split_by_mode(table_columns(read_table(path, schema)), p.modes)  # noqa: E731
     result = family_metrics(
         ablation={seed: table_columns(read_table(path, ablation_schema(p.n_blocks)))
@@ -27,8 +24,8 @@ with log_to(snakemake.log[0]) as log:
         endpoint=per_mode(inp.endpoint, ENDPOINT_SCHEMA),
         stages={stage: summarize_stage(load_subspace_tokens(path), p.target_nll, p.samples)
                 for stage, path in zip(p.stages, inp.subspaces, strict=True)},
-        criterion={m: json.loads(Path(path).read_text()) for m, path in zip(p.modes, inp.criterion, strict=True)},
+        criterion={m: j.read_json(path) for m, path in zip(p.modes, inp.criterion, strict=True)},
         n_blocks=p.n_blocks,
     )
-    write_json(snakemake.output.metrics, result)
-    log.info("headline %s -> %s", result["headline"], snakemake.output.metrics)
+    j.write_json(j.output.metrics, result)
+    j.log.info("headline %s -> %s", result["headline"], j.output.metrics)

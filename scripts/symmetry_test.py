@@ -2,24 +2,20 @@
 
 from pathlib import Path
 
-import torch
-
-from tinylens.atomic import write_json
 from tinylens.circuits.symmetry import SYMMETRY_SCHEMA, make_transforms, symmetry_test, token_windows
 from tinylens.corpus import load_ids
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.tables import write_table
 from tinylens.weights import load_model
 
-with log_to(snakemake.log[0]) as log:
-    torch.set_num_threads(snakemake.threads)
-    p, inp, out = snakemake.params, snakemake.input, snakemake.output
+with job(snakemake) as j:
+    p, inp, out = j.params, j.input, j.output
     model = load_model(Path(inp.weights).parent)
     tokens = token_windows(load_ids(inp.val), p.sequences, model.config.block_size)
     transforms = make_transforms(model.config.n_embed, p.transform_seed, tuple(p.conditions))
-    cols, summary = symmetry_test(model, transforms, tokens, log=log)
+    cols, summary = symmetry_test(model, transforms, tokens, log=j.log)
     write_table(out.table, SYMMETRY_SCHEMA, cols)
-    write_json(out.summary, {"seed": p.seed, "tokens": {"sequences": int(tokens.shape[0]),
-                                                        "length": int(tokens.shape[1]), "source": "validation split"},
-                             "transforms": summary})
-    log.info("wrote scores before/after each T to %s and the summary to %s", out.table, out.summary)
+    j.write_json(out.summary, {"seed": p.seed, "tokens": {"sequences": int(tokens.shape[0]),
+                                                          "length": int(tokens.shape[1]), "source": "validation split"},
+                               "transforms": summary})
+    j.log.info("wrote scores before/after each T to %s and the summary to %s", out.table, out.summary)

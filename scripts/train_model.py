@@ -2,30 +2,27 @@
 
 from pathlib import Path
 
-import torch
-
 from tinylens.config import model_config, train_config
 from tinylens.corpus import CharTokenizer, load_ids
-from tinylens.logs import log_to
-from tinylens.train import publish, select_device, train
+from tinylens.jobs import job
+from tinylens.train import publish, train
 
-with log_to(snakemake.log[0]) as log:
-    params, out = snakemake.params, snakemake.output
-    torch.set_num_threads(snakemake.threads)
-    tokenizer = CharTokenizer.load(snakemake.input.tokenizer)
-    device = select_device(params.device)
+with job(snakemake) as j:
+    params, out = j.params, j.output
+    tokenizer = CharTokenizer.load(j.input.tokenizer)
+    device = j.device
     # torch.compile pays on a GPU (fewer, fused kernels); on a CPU compiling costs more than it saves
     compile_mode = params.compile if device.type == "cuda" and params.compile != "none" else None
-    log.info("training seed %d on %s (compile: %s)", params.seed, device, compile_mode or "none")
+    j.log.info("training seed %d on %s (compile: %s)", params.seed, device, compile_mode or "none")
     result = train(
         model_config(params.model, tokenizer.vocab_size),
         train_config(params.train, params.seed),
-        load_ids(snakemake.input.train),
-        load_ids(snakemake.input.val),
+        load_ids(j.input.train),
+        load_ids(j.input.val),
         work_dir=params.work_dir,
         device=device,
         compile=compile_mode,
     )
-    publish(result, params.work_dir, Path(out.weights).parent, snakemake.input.tokenizer)
-    log.info("seed %d: train loss %.4f, val loss %.4f; wrote %s", params.seed,
-             result.metrics["train_loss"], result.metrics["val_loss"], Path(out.weights).parent)
+    publish(result, params.work_dir, Path(out.weights).parent, j.input.tokenizer)
+    j.log.info("seed %d: train loss %.4f, val loss %.4f; wrote %s", params.seed,
+               result.metrics["train_loss"], result.metrics["val_loss"], Path(out.weights).parent)

@@ -2,19 +2,15 @@
 
 from pathlib import Path
 
-import torch
-
 from tinylens.activations import load_logits
 from tinylens.approx import save_sweep, softmax, summary_for_prompts, tuning_report
-from tinylens.atomic import write_json
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.model import ModelConfig
 from tinylens.search import cumulative, threshold_edges
 from tinylens.strings import load_prompts
 
-with log_to(snakemake.log[0]) as log:
-    p, inp, out = snakemake.params, snakemake.input, snakemake.output
-    torch.set_num_threads(snakemake.threads)  # the weight fit is tiny: more threads only add overhead
+with job(snakemake) as j:
+    p, inp, out = j.params, j.input, j.output
     cfg = ModelConfig.from_json(inp.model_config)
     edges = threshold_edges(**p.grid)
     prompts = load_prompts(inp.prompts)
@@ -22,8 +18,8 @@ with log_to(snakemake.log[0]) as log:
     q = softmax(load_logits(Path(inp.logits).parent, cfg.vocab_size, strings=prompts["string"]))
     above = cumulative(counts, axis=2, out=counts)  # in place: no second copy of the counts
     result, sweep = tuning_report(above, q, prompts["split"], edges, p.paper, p.rounds, p.mode)
-    write_json(out.tuned, result)
-    log.info("%s mode: thresholds %s, weights %s, mean H tune %.4f / eval %.4f -> %s", p.mode,
-             result["thresholds"], result["weights"], *result["mean_hellinger"].values(), out.tuned)
+    j.write_json(out.tuned, result)
+    j.log.info("%s mode: thresholds %s, weights %s, mean H tune %.4f / eval %.4f -> %s", p.mode,
+               result["thresholds"], result["weights"], *result["mean_hellinger"].values(), out.tuned)
     save_sweep(out.sweep, sweep)
-    log.info("wrote the single-block threshold sweep to %s", out.sweep)
+    j.log.info("wrote the single-block threshold sweep to %s", out.sweep)

@@ -5,15 +5,14 @@ from functools import partial
 from pathlib import Path
 
 from tinylens.activations import load_block
-from tinylens.atomic import write_json
-from tinylens.logs import log_to
+from tinylens.jobs import job
 from tinylens.model import ModelConfig
 from tinylens.search import load_summary, threshold_edges
 from tinylens.strings import load_prompts, load_strings
 from tinylens.verification import sample_prompt_ids, verify_search
 
-with log_to(snakemake.log[0]) as log:
-    p, inp = snakemake.params, snakemake.input
+with job(snakemake) as j:
+    p, inp = j.params, j.input
     cfg = ModelConfig.from_json(inp.model_config)
     edges = threshold_edges(**p.grid)
     table = load_strings(inp.strings, cfg.vocab_size)
@@ -30,12 +29,11 @@ with log_to(snakemake.log[0]) as log:
             partial(load_block, prompt_dir, kind="ffwd_out", d_model=cfg.n_embed, strings=prompts["string"]),
             partial(load_block, string_dir, kind="ffwd_out", d_model=cfg.n_embed, strings=table.strings),
             table.counts(mode), edges, table.members(mode))
-        log.info("%s mode: %d of %d prompts x %d strings x %d blocks re-checked: %s", mode, len(sample),
-                 len(prompt_ids), len(table), cfg.n_layer,
-                 "equal to the float64 brute force" if report[mode]["equal"]
-                 else f"DIFFERENT for {report[mode]['mismatched_prompt_ids']}")
-    write_json(snakemake.output.report, report)
-    log.info("wrote %s", snakemake.output.report)
+        j.log.info("%s mode: %d of %d prompts x %d strings x %d blocks re-checked: %s", mode, len(sample),
+                   len(prompt_ids), len(table), cfg.n_layer,
+                   "equal to the float64 brute force" if report[mode]["equal"]
+                   else f"DIFFERENT for {report[mode]['mismatched_prompt_ids']}")
+    j.write_json(j.output.report, report)
     different = {m: r["mismatched_prompt_ids"] for m, r in report.items() if not r["equal"]}
     if different:
         raise AssertionError(f"the search differs from the float64 brute force for prompt ids (by mode and block) "

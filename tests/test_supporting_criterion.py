@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tinylens.supporting.criterion import (
+    CriterionSettings,
     chance_exact,
     criterion_by_block,
     evaluate_block,
@@ -151,7 +152,8 @@ def test_criterion_by_block_on_a_hand_built_case():
     ffwd = [np.array([[0.1, 1.0, 0.9, 0.0], [1.0, 0.0, 0.0, 0.0]]),
             np.array([[1.0, 0.0, 0.0, -0.5], [0.0, 0.0, -1.0, 0.2]])]
     rows, blocks = criterion_by_block(alone, ffwd, directions, np.array([5, 8], dtype=np.int32), "abcd", k=2,
-                                      truncate_mass=0.99, top_mass=0.9, permutations=10, seed=0)
+                                      settings=CriterionSettings(truncate_mass=0.99, top_mass=0.9, permutations=10,
+                                                                 seed=0))
     assert rows["block"] == [0, 0, 1, 1, 1, 1] and rows["prompt_id"] == [5, 8, 5, 8, 5, 8]
     assert rows["subspaces"] == ["end_of_model"] * 4 + ["same_stage"] * 2 and set(rows["stage"]) == {2}
     # block 0: prompt 5's "b" 7 and "c" 3 (7/10 is not > 90%: both); prompt 8 has no strings

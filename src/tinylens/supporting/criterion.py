@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -192,9 +193,19 @@ def stage_for(block: int, variant: str, n_layer: int, stages) -> int | None:
     return stage if stage in set(stages) else None
 
 
+@dataclass(frozen=True)
+class CriterionSettings:
+    """The criterion's two cut-offs and its permutation null (config key ``supporting.criterion``)."""
+
+    truncate_mass: float  # the block-alone approximation is cut to the fewest tokens holding > this
+    top_mass: float  # top_n: the fewest tokens holding > this of the cut approximation
+    permutations: int  # permutation-null draws
+    seed: int  # seed of those draws
+
+
 def criterion_by_block(alone: np.ndarray, ffwd: list[np.ndarray], directions: dict[int, np.ndarray],
-                       prompt_ids: np.ndarray, vocab: Sequence[str], k: int, truncate_mass: float, top_mass: float,
-                       permutations: int, seed: int) -> tuple[dict[str, list], dict[str, dict]]:
+                       prompt_ids: np.ndarray, vocab: Sequence[str], k: int,
+                       settings: CriterionSettings) -> tuple[dict[str, list], dict[str, dict]]:
     """The criterion for every block and subspace variant whose stage was learned.
 
     alone: ``[prompt block vocab]`` each block's approximation alone (integer counts); ffwd: per block
@@ -213,9 +224,10 @@ def criterion_by_block(alone: np.ndarray, ffwd: list[np.ndarray], directions: di
             stage = stage_for(b, variant, n_layer, directions)
             if stage is None:
                 continue
-            result = evaluate_block(alone[:, b], ffwd[b], directions[stage], k, truncate_mass, top_mass)
+            result = evaluate_block(alone[:, b], ffwd[b], directions[stage], k, settings.truncate_mass,
+                                    settings.top_mass)
             blocks[str(b)][variant] = {"stage": stage,
-                                       **summarize_block(result, n_vocab, k, permutations, seed)}
+                                       **summarize_block(result, n_vocab, k, settings.permutations, settings.seed)}
             rows["prompt_id"] += list(prompt_ids)
             rows["block"] += [b] * n_prompts
             rows["subspaces"] += [variant] * n_prompts
@@ -227,3 +239,16 @@ def criterion_by_block(alone: np.ndarray, ffwd: list[np.ndarray], directions: di
             rows["holds_abs"] += list(result["holds_abs"])
             rows["holds_signed"] += list(result["holds_signed"])
     return rows, blocks
+
+
+def criterion_columns(rows: dict[str, list], mode: str) -> dict[str, object]:
+    """:func:`criterion_by_block`'s rows of one prompt mode as the columns of ``criterion_schema``."""
+    return {**rows, "mode": [mode] * len(rows["prompt_id"]), "block": np.asarray(rows["block"], dtype=np.int8),
+            "stage": np.asarray(rows["stage"], dtype=np.int8), "top_n": np.asarray(rows["top_n"], dtype=np.int16)}
+
+
+def criterion_summary(mode: str, k: int, vocab_size: int, settings: CriterionSettings, blocks: dict) -> dict:
+    """The per-mode summary JSON: the settings the rates were computed with, then :func:`criterion_by_block`'s
+    rates per block and variant."""
+    return {"mode": mode, "k": k, "vocab": vocab_size, "truncate_mass": settings.truncate_mass,
+            "top_mass": settings.top_mass, "permutations": settings.permutations, "blocks": blocks}

@@ -1,0 +1,38 @@
+"""The scripts under scripts/: thin, and all started the same way (tinylens.jobs)."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "scripts").glob("*.py"))
+MAX_CODE_LINES = 40
+
+
+def code_lines(path: Path) -> int:
+    """Lines of code: not blank, not a comment, not the module docstring."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    doc = tree.body[0] if tree.body and isinstance(tree.body[0], ast.Expr) else None
+    skip = set(range(doc.lineno, doc.end_lineno + 1)) if doc else set()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return sum(1 for i, line in enumerate(lines, 1) if i not in skip and line.strip() and not line.strip().startswith("#"))
+
+
+def test_there_are_scripts():
+    assert len(SCRIPTS) > 50
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_script_starts_with_the_job_prelude_and_stays_thin(path):
+    """`with job(snakemake) as j:` pins torch's threads to the rule's, sends the log where the rule says and
+    reads and writes JSON as UTF-8; a script that does any of that by itself does it differently."""
+    text = path.read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    withs = [node for node in tree.body if isinstance(node, ast.With)]
+    assert len(withs) == 1, f"{path.name}: one `with job(snakemake) as j:` block holds the job"
+    item = withs[0].items[0]
+    assert ast.unparse(item.context_expr) == "job(snakemake)" and ast.unparse(item.optional_vars) == "j", path.name
+    for banned in ("log_to(", "set_num_threads(", "json.load", "read_text()", "select_device(", "snakemake.params",
+                   "snakemake.input", "snakemake.output"):
+        assert banned not in text, f"{path.name} uses {banned}: the job prelude (tinylens.jobs) does this"
+    assert code_lines(path) <= MAX_CODE_LINES, f"{path.name}: {code_lines(path)} code lines; move logic to src/"
