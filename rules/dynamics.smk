@@ -18,7 +18,7 @@ rule dynamics_measure:
         checkpoints=results("dynamics/seed{seed}/checkpoints.parquet"),
         heads=results("dynamics/seed{seed}/heads.parquet"),
     params:
-        dynamics=DYNAMICS,
+        measure=DYNAMICS["measure"],
         batch_size=TRAIN["batch_size"],
         device=config["device"],
     threads: DYNAMICS["threads"]
@@ -45,7 +45,10 @@ rule dynamics_summary:
     params:
         seeds=SEEDS,
         original=ORIGINAL,
-        dynamics=DYNAMICS,
+        phases=DYNAMICS["phases"],
+        # the prefix-matching sequences' shape: the uniform head's baseline
+        repeat_length=DYNAMICS["measure"]["repeat"]["length"],
+        repeat_copies=DYNAMICS["measure"]["repeat"]["copies"],
         batch_size=TRAIN["batch_size"],
     resources:
         mem_mb=1000,
@@ -100,7 +103,7 @@ rule plot_dynamics_icl_score:
     params:
         seeds=SEEDS,
         original=ORIGINAL,
-        icl_positions=DYNAMICS["icl_positions"],
+        icl_positions=DYNAMICS["measure"]["icl_positions"],
     resources:
         mem_mb=1000,
         runtime=5,
@@ -128,7 +131,7 @@ rule plot_dynamics_loss_by_position:
         ),
     params:
         original=ORIGINAL,
-        smooth_decades=DYNAMICS["smooth_decades"],
+        smooth_decades=DYNAMICS["phases"]["smooth_decades"],
     resources:
         mem_mb=1000,
         runtime=5,

@@ -2,7 +2,7 @@
 # the transformer: four sweeps of toy models, each trained as one batched stack of independent models,
 # then the headline numbers and one figure per script. Target: `snakemake --cores all superposition`.
 from tinylens.config import ConfigError
-from tinylens.superposition.experiments import preset_problems
+from tinylens.superposition.experiments import preset_problems, summary_settings
 
 SUPER = SETTINGS["superposition"]
 SUPER_DEFS = config["superposition"]
@@ -126,8 +126,7 @@ rule superposition_summary:
         metrics=results("metrics/superposition.json"),
     params:
         preset=PRESET,
-        spec=SUPER,
-        definitions=SUPER_DEFS,
+        settings=summary_settings(SUPER, SUPER_DEFS),
     resources:
         mem_mb=1000,
         runtime=5,
@@ -273,7 +272,7 @@ rule plot_superposition_dimensionality_training:
             category="Superposition",
         ),
     params:
-        sparsity=SUPER["dimensionality"]["dynamics_sparsity"],
+        sparsity=SUPER["dynamics_sparsity"],
         fractions=SUPER_DEFS["fractions"],
         threshold=SUPER_DEFS["represented_norm"],
     resources:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from tinylens.corpus import CharTokenizer, load_ids
 from tinylens.dynamics.measure import HEADS_SCHEMA, checkpoint_schema, measure_model
-from tinylens.dynamics.probes import make_probes
+from tinylens.dynamics.probes import MeasureSettings, make_probes
 from tinylens.jobs import job
 from tinylens.model import ModelConfig
 from tinylens.tables import write_table
@@ -12,17 +12,14 @@ from tinylens.tables import write_table
 with job(snakemake) as j:
     inp, out, p = j.input, j.output, j.params
     cfg = ModelConfig.from_json(Path(inp.config))
-    dyn = p.dynamics
+    settings = MeasureSettings(**p.measure)
     probes = make_probes(load_ids(inp.train), load_ids(inp.val), CharTokenizer.load(inp.tokenizer).vocab_size,
-                         cfg.block_size, dyn["val_windows"], dyn["train_windows"], dyn["repeat"]["length"],
-                         dyn["repeat"]["copies"], dyn["repeat"]["sequences"], dyn["repeat"]["exclude"], dyn["seed"])
+                         cfg.block_size, settings)
     j.log.info("probes: %d validation and %d train windows of %d tokens, %d repeated sequences of %d x %d tokens",
-               len(probes.val), len(probes.train), cfg.block_size, len(probes.repeated), dyn["repeat"]["copies"],
-               dyn["repeat"]["length"])
-    checkpoints, heads = measure_model(
-        Path(inp.config).parent, probes, tuple(dyn["icl_positions"]), dyn["energy_windows"],
-        dyn["unigram_direction"]["restarts"], dyn["unigram_direction"]["steps"], dyn["seed"],
-        tokens_per_step=p.batch_size * cfg.block_size, device=j.device)
+               len(probes.val), len(probes.train), cfg.block_size, len(probes.repeated), settings.repeat.copies,
+               settings.repeat.length)
+    checkpoints, heads = measure_model(Path(inp.config).parent, probes, settings,
+                                       tokens_per_step=p.batch_size * cfg.block_size, device=j.device)
     write_table(out.checkpoints, checkpoint_schema(cfg.n_layer, cfg.block_size), checkpoints)
     write_table(out.heads, HEADS_SCHEMA, heads)
     j.log.info("seed %s: %d checkpoints -> %s, %s", j.wildcards.seed, len(checkpoints["step"]),

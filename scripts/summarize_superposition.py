@@ -1,12 +1,12 @@
 """Headline numbers of the superposition family, the source's findings beside ours (rule superposition_summary)."""
 
 from tinylens.jobs import job
-from tinylens.superposition.experiments import summarize_tables
+from tinylens.superposition.experiments import SummarySettings, summarize_tables
 from tinylens.superposition.schemas import TABLES, read_columns
 
 with job(snakemake) as j:
     p = j.params
     tables = {name: read_columns(path, TABLES[name]) for name, path in j.input.items()}
-    metrics = summarize_tables(tables, p.spec, p.definitions)
+    metrics = summarize_tables(tables, SummarySettings(**p.settings))
     j.write_json(j.output.metrics, {"preset": p.preset, **metrics})
     j.log.info("headline: %s; wrote %s", metrics["headline"], j.output.metrics)

@@ -28,11 +28,19 @@ from tinylens.dynamics.phases import (
     smooth,
     zigzag,
 )
-from tinylens.dynamics.probes import make_probes, repeat_candidates, repeated_sequences, windows
+from tinylens.dynamics.probes import MeasureSettings, make_probes, repeat_candidates, repeated_sequences, windows
 from tinylens.dynamics.summary import uniform_prefix_matching
 from tinylens.model import ModelConfig, Transformer
 
 E = math.e
+
+
+def measure_settings(val_windows=10, train_windows=4, repeat_length=4, sequences=3, exclude=1, seed=0):
+    """Probes of 16-token windows, repeats of 4 x 4 tokens; ICL at positions 2 and 15."""
+    return MeasureSettings(val_windows=val_windows, train_windows=train_windows, energy_windows=10,
+                           icl_positions=[2, 15],
+                           repeat={"length": repeat_length, "copies": 4, "sequences": sequences, "exclude": exclude},
+                           unigram_direction={"restarts": 2, "steps": 20}, seed=seed)
 
 
 # --- interaction energy ---------------------------------------------------------------------------
@@ -150,8 +158,9 @@ def test_copying_logit_score_by_hand():
 def test_probes_are_fixed_and_well_formed():
     ids = np.random.default_rng(0).integers(0, 20, 5000).astype(np.uint8)
     ids[ids == 19] = 0  # token 19 never occurs
-    a = make_probes(ids, ids[:1000], 20, 16, 8, 4, 4, 4, 6, 2, seed=1)
-    b = make_probes(ids, ids[:1000], 20, 16, 8, 4, 4, 4, 6, 2, seed=1)
+    settings = measure_settings(val_windows=8, train_windows=4, repeat_length=4, sequences=6, exclude=2, seed=1)
+    a = make_probes(ids, ids[:1000], 20, 16, settings)
+    b = make_probes(ids, ids[:1000], 20, 16, settings)
     assert np.array_equal(a.val, b.val) and np.array_equal(a.repeated, b.repeated)
     assert a.val.shape == (8, 17) and a.train.shape == (4, 17) and a.repeated.shape == (6, 16)
     assert np.array_equal(a.repeated[:, :4], a.repeated[:, 4:8])
@@ -182,12 +191,13 @@ def unigram_model(unigram: np.ndarray) -> Transformer:
 
 def test_a_model_predicting_the_unigram_has_zero_kl_to_it():
     ids = np.random.default_rng(1).integers(0, 12, 4000)
-    probes = make_probes(ids, ids[:800], 12, 16, 10, 4, 4, 4, 3, 1, seed=0)
+    settings = measure_settings()
+    probes = make_probes(ids, ids[:800], 12, 16, settings)
     model = unigram_model(probes.unigram)
     val = _validation_measures(model, probes, 10, torch.device("cpu"))
     assert float(val["kl_model_unigram"]) == pytest.approx(0.0, abs=1e-6)
     assert float(val["kl_unigram_model"]) == pytest.approx(0.0, abs=1e-6)
-    row, heads = measure_checkpoint(model, probes, (2, 15), 10, 2, 20, 0)
+    row, heads = measure_checkpoint(model, probes, settings)
     assert row["unigram_direction_kl"] == pytest.approx(0.0, abs=1e-6)
     targets = probes.val[:, 1:]
     assert row["val_loss"] == pytest.approx(float(-np.log(probes.unigram[targets]).mean()), rel=1e-5)
@@ -201,7 +211,7 @@ def test_a_model_predicting_the_unigram_has_zero_kl_to_it():
 
 def test_kl_to_the_unigram_in_both_directions():
     ids = np.random.default_rng(2).integers(0, 12, 4000)
-    probes = make_probes(ids, ids[:800], 12, 16, 10, 4, 4, 4, 3, 1, seed=0)
+    probes = make_probes(ids, ids[:800], 12, 16, measure_settings())
     q = np.random.default_rng(3).dirichlet(np.ones(12))
     model = unigram_model(q)  # predicts q everywhere
     val = _validation_measures(model, probes, 10, torch.device("cpu"))

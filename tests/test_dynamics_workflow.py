@@ -13,7 +13,7 @@ from tinylens.config import ConfigError, train_config, validate_config
 from tinylens.corpus import load_ids
 from tinylens.dynamics.energy import interaction_energy
 from tinylens.dynamics.measure import HEAD_SCORES, depth_names
-from tinylens.dynamics.probes import make_probes
+from tinylens.dynamics.probes import MeasureSettings, make_probes
 from tinylens.dynamics.summary import load_curves
 from tinylens.weights import load_checkpoint
 
@@ -25,12 +25,12 @@ FIGURES = ["dynamics_energy_kl.png", "dynamics_icl_score.png", "dynamics_loss_by
 def test_icl_positions_and_repeats_must_fit_the_context(config, repo):
     schema = repo / "config/schema.yaml"
     bad = copy.deepcopy(config)
-    bad["presets"]["test"]["dynamics"]["icl_positions"] = [3, 32]
-    with pytest.raises(ConfigError, match=r"presets\.test\.dynamics\.icl_positions.*context length \(model\.block_size = 32\)"):
+    bad["presets"]["test"]["dynamics"]["measure"]["icl_positions"] = [3, 32]
+    with pytest.raises(ConfigError, match=r"presets\.test\.dynamics\.measure\.icl_positions.*context length \(model\.block_size = 32\)"):
         validate_config(bad, schema)
     bad = copy.deepcopy(config)
-    bad["presets"]["small"]["dynamics"]["repeat"]["length"] = 17
-    with pytest.raises(ConfigError, match=r"presets\.small\.dynamics\.repeat.*exceed the context length \(64\)"):
+    bad["presets"]["small"]["dynamics"]["measure"]["repeat"]["length"] = 17
+    with pytest.raises(ConfigError, match=r"presets\.small\.dynamics\.measure\.repeat.*exceed the context length \(64\)"):
         validate_config(bad, schema)
 
 
@@ -60,10 +60,9 @@ def test_every_checkpoint_of_every_seed_is_a_row(curves, test_preset):
 @pytest.mark.workflow
 def test_table_values_match_a_direct_computation(curves, finished_run, test_preset):
     """The final checkpoint's validation loss and embedding-output energy, from the model's own forward."""
-    dyn, model_cfg = test_preset["dynamics"], test_preset["model"]
+    dyn, model_cfg = test_preset["dynamics"]["measure"], test_preset["model"]
     probes = make_probes(load_ids(finished_run / "data/train.npy"), load_ids(finished_run / "data/val.npy"), 65,
-                         model_cfg["block_size"], dyn["val_windows"], dyn["train_windows"], dyn["repeat"]["length"],
-                         dyn["repeat"]["copies"], dyn["repeat"]["sequences"], dyn["repeat"]["exclude"], dyn["seed"])
+                         model_cfg["block_size"], MeasureSettings(**dyn))
     c = curves[1337]
     for k in (0, len(c.steps) - 1):
         model = load_checkpoint(finished_run / "models/seed1337", int(c.steps[k]))

@@ -337,9 +337,9 @@ def test_crossing_uses_only_points_where_both_starts_kept_their_geometry():
 def test_preset_problems_name_the_key(config):
     spec = config["presets"]["small"]["superposition"]
     assert preset_problems(spec, "presets.small.superposition") == []
-    bad = {**spec, "dimensionality": {**spec["dimensionality"], "dynamics_sparsity": 0.33, "hidden": 200}}
+    bad = {**spec, "dynamics_sparsity": 0.33, "dimensionality": {**spec["dimensionality"], "hidden": 200}}
     problems = preset_problems(bad, "presets.small.superposition")
-    assert any("'presets.small.superposition.dimensionality.dynamics_sparsity' (0.33)" in p for p in problems)
+    assert any("'presets.small.superposition.dynamics_sparsity' (0.33)" in p for p in problems)
     assert any("'presets.small.superposition.dimensionality.hidden' (200)" in p for p in problems)
     assert log_grid({"min": 0.1, "max": 10, "count": 3}) == pytest.approx([0.1, 1, 10])
     with pytest.raises(ValueError, match="min < max"):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tinylens.superposition.dynamics import find_jumps
-from tinylens.superposition.experiments import log_grid, summarize_tables
+from tinylens.superposition.experiments import SummarySettings, log_grid, summarize_tables, summary_settings
 from tinylens.superposition.geometry import feature_dimensionality, polygon_name
 from tinylens.superposition.levels import parse_fractions
 from tinylens.superposition.regimes import REGIMES, classify_regime
@@ -82,7 +82,7 @@ def test_jumps_are_those_of_the_stored_trajectories(tables, spec, config):
 
 def test_metrics_are_the_summary_of_the_tables(finished_run, tables, spec, config):
     metrics = json.loads((finished_run / "metrics/superposition.json").read_text())
-    again = summarize_tables(tables, spec, config["superposition"])
+    again = summarize_tables(tables, SummarySettings(**summary_settings(spec, config["superposition"])))
     assert metrics["preset"] == "test"
     assert json.loads(json.dumps(again)) == {k: v for k, v in metrics.items() if k != "preset"}
     assert set(metrics) >= {"headline", "uniform", "phase_change", "dimensionality", "phase_diagram"}

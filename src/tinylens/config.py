@@ -117,18 +117,18 @@ def _preset_problems(name: str, preset: Mapping[str, Any]) -> list[str]:
                 f"config key '{key}.train.checkpoints.first' ({first}) must be below seed {seed}'s last step "
                 f"({final}, '{key}.train.final_step_by_seed.{seed}')")
     # --- family: training dynamics (issue 9) ---
-    dynamics, context = preset["dynamics"], model["block_size"]
+    dynamics, context = preset["dynamics"]["measure"], model["block_size"]
     early, late = dynamics["icl_positions"]
     if not early < late < context:
-        problems.append(f"config key '{key}.dynamics.icl_positions' ({[early, late]}) must be "
+        problems.append(f"config key '{key}.dynamics.measure.icl_positions' ({[early, late]}) must be "
                         f"[early, late] with early < late < the context length (model.block_size = {context})")
     repeat = dynamics["repeat"]
     if repeat["length"] * repeat["copies"] > context:
-        problems.append(f"config key '{key}.dynamics.repeat': {repeat['copies']} copies of "
+        problems.append(f"config key '{key}.dynamics.measure.repeat': {repeat['copies']} copies of "
                         f"{repeat['length']} tokens exceed the context length ({context})")
     if dynamics["energy_windows"] > dynamics["val_windows"]:
-        problems.append(f"config key '{key}.dynamics.energy_windows' ({dynamics['energy_windows']}) "
-                        f"must not exceed '{key}.dynamics.val_windows' ({dynamics['val_windows']})")
+        problems.append(f"config key '{key}.dynamics.measure.energy_windows' ({dynamics['energy_windows']}) "
+                        f"must not exceed '{key}.dynamics.measure.val_windows' ({dynamics['val_windows']})")
     # --- end family: training dynamics ---
     n = analysis["n_prompts"]
     n_tune = int(round(analysis["tune_fraction"] * n))

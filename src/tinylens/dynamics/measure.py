@@ -39,7 +39,7 @@ from tinylens.dynamics.heads import (
     previous_token_pattern,
     repeat_queries,
 )
-from tinylens.dynamics.probes import Probes
+from tinylens.dynamics.probes import MeasureSettings, Probes
 from tinylens.interventions import direct_logits, head_outputs, head_weights, hook_name, run
 from tinylens.measures import kl_from_logits
 from tinylens.model import Transformer
@@ -192,18 +192,18 @@ def head_scores(model: Transformer, probes: Probes, device: torch.device) -> dic
     return {"copying_eigen": eigen, **totals}
 
 
-def measure_checkpoint(model: Transformer, probes: Probes, icl_positions: tuple[int, int], energy_windows: int,
-                       unigram_restarts: int, unigram_steps: int, seed: int,
+def measure_checkpoint(model: Transformer, probes: Probes, settings: MeasureSettings,
                        device: torch.device | str = "cpu") -> tuple[dict, dict[str, Tensor]]:
     """All measurements of one checkpoint: (row of :func:`checkpoint_schema` without ``step`` and
     ``tokens_seen``, head scores ``name -> [n_layer n_heads]``).
 
-    icl_positions: (early, late), 0-based positions in the window (loss at late minus loss at
-    early, with its standard error over windows); energy_windows: the interaction energy is
-    averaged over the first this many validation windows (each costs an n x n cosine matrix per
+    settings.icl_positions: (early, late), 0-based positions in the window (loss at late minus loss
+    at early, with its standard error over windows); settings.energy_windows: the interaction energy
+    is averaged over the first this many validation windows (each costs an n x n cosine matrix per
     depth).
     """
     device = torch.device(device)
+    icl_positions, energy_windows = settings.icl_positions, settings.energy_windows
     early, late = icl_positions
     context = probes.val.shape[1] - 1
     if not 0 <= early < late < context:
@@ -220,7 +220,8 @@ def measure_checkpoint(model: Transformer, probes: Probes, icl_positions: tuple[
         "icl_score_se": float(icl.std() / len(icl) ** 0.5),
         "kl_model_unigram": float(val["kl_model_unigram"]),
         "kl_unigram_model": float(val["kl_unigram_model"]),
-        "unigram_direction_kl": unigram_direction(model, probes.unigram, unigram_restarts, unigram_steps, seed),
+        "unigram_direction_kl": unigram_direction(model, probes.unigram, settings.unigram_direction.restarts,
+                                                  settings.unigram_direction.steps, settings.seed),
         "ie": val["ie"].cpu().numpy(),
         "ie_prefix": val["ie_prefix"].cpu().numpy(),
         "loss_by_position": losses.mean(0).cpu().numpy(),
@@ -228,8 +229,7 @@ def measure_checkpoint(model: Transformer, probes: Probes, icl_positions: tuple[
     return row, {k: v.cpu() for k, v in head_scores(model, probes, device).items()}
 
 
-def measure_model(model_dir: str | Path, probes: Probes, icl_positions: tuple[int, int], energy_windows: int,
-                  unigram_restarts: int, unigram_steps: int, seed: int, tokens_per_step: int,
+def measure_model(model_dir: str | Path, probes: Probes, settings: MeasureSettings, tokens_per_step: int,
                   device: torch.device | str = "cpu", progress: bool = True) -> tuple[dict, dict]:
     """Every checkpoint of one model directory, in step order: (columns of :func:`checkpoint_schema`,
     columns of :data:`HEADS_SCHEMA`; ``layer`` is 0-based)."""
@@ -238,8 +238,7 @@ def measure_model(model_dir: str | Path, probes: Probes, icl_positions: tuple[in
     log.info("%s: %d checkpoints, steps %d..%d", model_dir, len(steps), steps[0], steps[-1])
     for step in tqdm(steps, disable=not progress, unit="checkpoint", file=sys.stderr, mininterval=5.0):
         model = load_checkpoint(model_dir, step, device)
-        row, heads = measure_checkpoint(model, probes, icl_positions, energy_windows, unigram_restarts,
-                                        unigram_steps, seed, device)
+        row, heads = measure_checkpoint(model, probes, settings, device)
         rows.append({"step": step, "tokens_seen": step * tokens_per_step, **row})
         n_layer, n_head = heads["prefix_matching"].shape
         head_columns["step"] += [step] * (n_layer * n_head)

@@ -6,6 +6,7 @@ same windows and sequences: the curves of different checkpoints and seeds differ
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +17,50 @@ from tinylens.measures import unigram
 #: ``test`` preset's slice lacks four) keeps KL(model || unigram) finite; 0.5 / 1M is negligible
 #: for the full corpus.
 UNIGRAM_PSEUDOCOUNT = 0.5
+
+
+@dataclass(frozen=True)
+class RepeatSettings:
+    """The prefix-matching sequences: ``length`` distinct random tokens (not among the ``exclude`` most or
+    least frequent) repeated ``copies`` times, ``sequences`` of them."""
+
+    length: int
+    copies: int
+    sequences: int
+    exclude: int
+
+
+@dataclass(frozen=True)
+class UnigramDirectionSettings:
+    """L-BFGS starts and iterations of the one trainable vector of the unigram direction."""
+
+    restarts: int
+    steps: int
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """What every checkpoint is measured on, and how (config key ``dynamics.measure``).
+
+    val_windows, train_windows: windows at full context for the losses; energy_windows: the first this
+    many validation windows give the interaction energy; icl_positions: (early, late), 0-based; seed:
+    draws the windows, the repeated sequences and the unigram direction's starts. The nested entries
+    may be given as the config's mappings.
+    """
+
+    val_windows: int
+    train_windows: int
+    energy_windows: int
+    icl_positions: tuple[int, int]
+    repeat: RepeatSettings
+    unigram_direction: UnigramDirectionSettings
+    seed: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "icl_positions", tuple(self.icl_positions))
+        for name, kind in (("repeat", RepeatSettings), ("unigram_direction", UnigramDirectionSettings)):
+            if isinstance(getattr(self, name), Mapping):
+                object.__setattr__(self, name, kind(**getattr(self, name)))
 
 
 @dataclass(frozen=True)
@@ -59,18 +104,20 @@ def repeated_sequences(candidates: np.ndarray, n: int, length: int, copies: int,
     return np.tile(segments, (1, copies)).astype(np.int64)
 
 
-def make_probes(train_ids: np.ndarray, val_ids: np.ndarray, vocab_size: int, context: int, n_val: int, n_train: int,
-                repeat_length: int, copies: int, n_repeated: int, exclude: int, seed: int) -> Probes:
-    """The probes of one preset: ``n_val`` validation and ``n_train`` train windows at full ``context``
-    (+1 for the targets), ``n_repeated`` repeated random-token sequences, the unigram of the train split."""
+def make_probes(train_ids: np.ndarray, val_ids: np.ndarray, vocab_size: int, context: int,
+                settings: MeasureSettings) -> Probes:
+    """The probes of one preset: ``val_windows`` validation and ``train_windows`` train windows at full
+    ``context`` (+1 for the targets), the repeated random-token sequences, the unigram of the train split."""
+    repeat_length, copies, seed = settings.repeat.length, settings.repeat.copies, settings.seed
     if repeat_length * copies > context:
         raise ValueError(f"{copies} repeats of {repeat_length} tokens ({repeat_length * copies}) exceed the "
                          f"context of {context}")
     counts = np.bincount(np.asarray(train_ids, dtype=np.int64), minlength=vocab_size)
     return Probes(
-        val=windows(val_ids, n_val, context + 1, seed),
-        train=windows(train_ids, n_train, context + 1, seed + 1),
-        repeated=repeated_sequences(repeat_candidates(counts, exclude), n_repeated, repeat_length, copies, seed + 2),
+        val=windows(val_ids, settings.val_windows, context + 1, seed),
+        train=windows(train_ids, settings.train_windows, context + 1, seed + 1),
+        repeated=repeated_sequences(repeat_candidates(counts, settings.repeat.exclude), settings.repeat.sequences,
+                                    repeat_length, copies, seed + 2),
         repeat_length=repeat_length,
         unigram=unigram(train_ids, vocab_size, pseudocount=UNIGRAM_PSEUDOCOUNT),
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,23 @@ SOURCE = {
         "note": "qualitative: no published numbers",
     },
 }
+
+
+@dataclass(frozen=True)
+class PhaseSettings:
+    """How the summary finds windows and phases in the curves (config key ``dynamics.phases``); the
+    measurement does not read them, so changing one reruns the summary only.
+
+    smooth_decades: Gaussian smoothing width in log10(step); min_swing: a critical point needs a rise
+    and a fall of this fraction of the curve's range; induction_threshold: a best head whose final
+    prefix-matching score exceeds it is an induction head; unigram_threshold (nats): the first
+    checkpoint whose unigram-direction KL is below it owns the direction.
+    """
+
+    smooth_decades: float
+    min_swing: float
+    induction_threshold: float
+    unigram_threshold: float
 
 
 @dataclass(frozen=True)
@@ -88,9 +105,9 @@ def uniform_prefix_matching(repeat_length: int, copies: int) -> float:
     return float(prefix_matching_score(uniform[None, None], tokens, repeat_length)[0])
 
 
-def seed_summary(curves: Curves, n_layer: int, tokens_per_step: int, width: float, min_swing: float,
-                 induction_threshold: float, unigram_threshold: float) -> dict:
+def seed_summary(curves: Curves, n_layer: int, tokens_per_step: int, settings: PhaseSettings) -> dict:
     """The phase-change window, the best head, the IE/KL critical points and phases of one seed."""
+    width, min_swing = settings.smooth_decades, settings.min_swing
     m, steps = curves.metrics, curves.steps
     prefix = curves.heads["prefix_matching"]
     layer, head = np.unravel_index(int(np.argmax(prefix[-1])), prefix.shape[1:])
@@ -99,10 +116,10 @@ def seed_summary(curves: Curves, n_layer: int, tokens_per_step: int, width: floa
     depth = depth_names(n_layer).index(HEADLINE_DEPTH)
     ie = m["ie"][:, depth]
     phases = ie_kl_phases(steps, ie, m["kl_model_unigram"], width, min_swing)
-    owned = [int(s) for s, kl in zip(steps, m["unigram_direction_kl"]) if kl < unigram_threshold]
+    owned = [int(s) for s, kl in zip(steps, m["unigram_direction_kl"]) if kl < settings.unigram_threshold]
     final = -1
     icl_final, icl_se = float(m["icl_score"][final]), float(m["icl_score_se"][final])
-    formed = bool(best_curve[final] > induction_threshold)
+    formed = bool(best_curve[final] > settings.induction_threshold)
     icl_significant = bool(icl_final + 2 * icl_se < 0)
     return {
         "final_step": int(steps[final]),
@@ -133,12 +150,14 @@ def seed_summary(curves: Curves, n_layer: int, tokens_per_step: int, width: floa
     }
 
 
-def summarize(per_seed: dict[int, dict], original_seed: int, settings: dict) -> dict:
-    """All seeds side by side, the source numbers beside them."""
+def summarize(per_seed: dict[int, dict], original_seed: int, settings: PhaseSettings, repeat_length: int,
+              copies: int) -> dict:
+    """All seeds side by side, the source numbers beside them. repeat_length, copies: the prefix-matching
+    sequences the heads were scored on (for the uniform head's baseline)."""
     windows = [s["window"] for s in per_seed.values()]
     return {
         "original_seed": original_seed,
-        "settings": settings,
+        "settings": asdict(settings),
         "headline": {
             "seeds_with_phase_change": sum(s["phase_change_detected"] for s in per_seed.values()),
             "seeds": len(per_seed),
@@ -149,8 +168,7 @@ def summarize(per_seed: dict[int, dict], original_seed: int, settings: dict) -> 
                            for k, s in per_seed.items()},
             "phases_present": {str(k): [i for i in (1, 2, 3) if s["ie_kl"][f"phase_{i}"]]
                                for k, s in per_seed.items()},
-            "prefix_matching_uniform_baseline": uniform_prefix_matching(settings["repeat"]["length"],
-                                                                        settings["repeat"]["copies"]),
+            "prefix_matching_uniform_baseline": uniform_prefix_matching(repeat_length, copies),
         },
         "seeds": {str(k): v for k, v in per_seed.items()},
         "source": SOURCE,

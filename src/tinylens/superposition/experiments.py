@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -321,9 +322,9 @@ def preset_problems(spec: Mapping, where: str) -> list[str]:
     if dim["hidden"] >= dim["features"]:
         problems.append(f"config key '{where}.dimensionality.hidden' ({dim['hidden']}) must be smaller than "
                         f"'features' ({dim['features']}): superposition needs more features than dimensions")
-    if not any(abs(s - dim["dynamics_sparsity"]) < 1e-9 for s in dim["sparsities"]):
-        problems.append(f"config key '{where}.dimensionality.dynamics_sparsity' ({dim['dynamics_sparsity']}) must be "
-                        f"one of its 'sparsities' {dim['sparsities']}")
+    if not any(abs(s - spec["dynamics_sparsity"]) < 1e-9 for s in dim["sparsities"]):
+        problems.append(f"config key '{where}.dynamics_sparsity' ({spec['dynamics_sparsity']}) must be one of "
+                        f"'dimensionality.sparsities' {dim['sparsities']}")
     if dim["snapshots"] > dim["steps"]:
         problems.append(f"config key '{where}.dimensionality.snapshots' ({dim['snapshots']}) exceeds its "
                         f"'steps' ({dim['steps']})")
@@ -389,14 +390,38 @@ def summarize_family(uniform, nonuniform, dim_models, dim_features, jumps, phase
     }
 
 
-def summarize_tables(tables: Mapping[str, Mapping], spec: Mapping, definitions: Mapping) -> dict:
-    """:func:`summarize_family` from the family's tables (keyed by their names in ``schemas.TABLES``) and its
-    two config sections: a preset's ``superposition`` settings and the top-level ``superposition`` definitions."""
+@dataclass(frozen=True)
+class SummarySettings:
+    """What the family's summary reads besides its tables: from the preset's sweeps, the non-uniform
+    sweep's ``fixed_sparsity``, the dimensionality entry drawn over training (``dynamics_sparsity``) and the
+    phase diagram's ``seeds`` per cell; and the top-level ``superposition`` definitions (``fractions`` as
+    written in the config, ``tolerance``, the ``jumps`` settings, ``represented_norm``)."""
+
+    fixed_sparsity: float
+    dynamics_sparsity: float
+    phase_seeds: int
+    fractions: Sequence[str]
+    tolerance: float
+    jumps: Mapping
+    represented_norm: float
+
+
+def summary_settings(spec: Mapping, definitions: Mapping) -> dict:
+    """The :class:`SummarySettings` (as the rule's params) from a preset's ``superposition`` section and the
+    top-level ``superposition`` definitions."""
+    return {"fixed_sparsity": spec["nonuniform"]["fixed_sparsity"], "dynamics_sparsity": spec["dynamics_sparsity"],
+            "phase_seeds": spec["phase_diagram"]["seeds"], "fractions": definitions["fractions"],
+            "tolerance": definitions["tolerance"], "jumps": definitions["jumps"],
+            "represented_norm": definitions["represented_norm"]}
+
+
+def summarize_tables(tables: Mapping[str, Mapping], settings: SummarySettings) -> dict:
+    """:func:`summarize_family` from the family's tables (keyed by their names in ``schemas.TABLES``)."""
     return summarize_family(
         uniform=tables["uniform_models"], nonuniform=tables["nonuniform_models"],
         dim_models=tables["dimensionality_models"], dim_features=tables["dimensionality_features"],
         jumps=tables["dimensionality_jumps"], phase_cells=tables["phase_cells"],
-        phase_boundary=tables["phase_boundary"], fixed_sparsity=spec["nonuniform"]["fixed_sparsity"],
-        dynamics_sparsity=spec["dimensionality"]["dynamics_sparsity"], phase_seeds=spec["phase_diagram"]["seeds"],
-        fractions=parse_fractions(definitions["fractions"]), tolerance=definitions["tolerance"],
-        jump_settings=definitions["jumps"], threshold=definitions["represented_norm"])
+        phase_boundary=tables["phase_boundary"], fixed_sparsity=settings.fixed_sparsity,
+        dynamics_sparsity=settings.dynamics_sparsity, phase_seeds=settings.phase_seeds,
+        fractions=parse_fractions(settings.fractions), tolerance=settings.tolerance,
+        jump_settings=settings.jumps, threshold=settings.represented_norm)
