@@ -39,12 +39,12 @@ include: "rules/strings.smk"
 include: "rules/activations.smk"
 include: "rules/search.smk"
 include: "rules/approx.smk"
-include: "rules/figures.smk"
 include: "rules/supporting.smk"  # supporting analyses (method.md §7)
 include: "rules/circuits.smk"  # weight-only circuits (method.md §9)
 include: "rules/superposition.smk"  # superposition in toy models (method.md §11)
 include: "rules/dynamics.smk"  # training dynamics (method.md §8)
 include: "rules/attention.smk"  # attention dynamics (method.md §10)
+include: "rules/figures.smk"  # every figure: the core's and each family's table, one rule per row
 include: "rules/comparison.smk"  # the published numbers beside ours (after every family: it reads their metrics)
 
 
@@ -57,14 +57,11 @@ onstart:
 CORE_TARGETS = [
     # intermediates too: a deleted shard or dump is noticed and remade, not silently missing
     core_artifacts(),
+    CORE_FIGURES,  # rules/figures.smk
     results("metrics/corpus.json"),
     results("metrics/training.json"),
     expand(results("samples/seed{seed}.txt"), seed=SEEDS),
-    results("figures/loss_curves.png"),
     expand(results("metrics/hellinger_{mode}.json"), mode=MODES),
-    results("figures/hellinger_histogram.png"),
-    results("figures/threshold_sweep.png"),
-    results("figures/case_studies.png"),
     results("metrics/search_verification.json"),
     results("metrics/hellinger.json"),
     results("metrics/headline.json"),

@@ -174,123 +174,26 @@ rule attention_summary:
         "../scripts/summarize_attention.py"
 
 
-rule plot_attention_diagonals:
-    input:
-        table=f"{ATTENTION_ORIGINAL}/diagonal.parquet",
-    output:
-        figure=report(
-            results("figures/attention_diagonals.png"),
-            caption="../report/attention_diagonals.rst",
-            category="Attention dynamics",
-        ),
-    log:
-        results("logs/plot_attention_diagonals.log"),
-    benchmark:
-        results("benchmarks/plot_attention_diagonals.tsv")
-    resources:
-        mem_mb=400,
-        runtime=5,
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_attention_diagonals.py"
-
-
-rule plot_attention_absorption:
-    input:
-        table=f"{ATTENTION_ORIGINAL}/absorption.parquet",
-    output:
-        figure=report(
-            results("figures/attention_absorption.png"),
-            caption="../report/attention_absorption.rst",
-            category="Attention dynamics",
-        ),
-    log:
-        results("logs/plot_attention_absorption.log"),
-    benchmark:
-        results("benchmarks/plot_attention_absorption.tsv")
-    resources:
-        mem_mb=400,
-        runtime=5,
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_attention_absorption.py"
-
-
-rule plot_lens_curves:
-    input:
-        summary=f"{ATTENTION_ORIGINAL}/trajectories.json",
-    output:
-        figure=report(
-            results("figures/lens_curves.png"), caption="../report/lens_curves.rst", category="Attention dynamics"
-        ),
-    log:
-        results("logs/plot_lens_curves.log"),
-    benchmark:
-        results("benchmarks/plot_lens_curves.tsv")
-    resources:
-        mem_mb=400,
-        runtime=5,
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_lens_curves.py"
-
-
-rule plot_next_token_cosine:
-    input:
-        table=f"{ATTENTION_ORIGINAL}/trajectories.parquet",
-        summary=f"{ATTENTION_ORIGINAL}/trajectories.json",
-    output:
-        figure=report(
-            results("figures/next_token_cosine.png"),
-            caption="../report/next_token_cosine.rst",
-            category="Attention dynamics",
-        ),
-    log:
-        results("logs/plot_next_token_cosine.log"),
-    benchmark:
-        results("benchmarks/plot_next_token_cosine.tsv")
-    resources:
-        mem_mb=400,
-        runtime=5,
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_next_token_cosine.py"
-
-
-rule plot_probe_accuracy:
-    input:
-        table=f"{ATTENTION_ORIGINAL}/probes.parquet",
-        summary=f"{ATTENTION_ORIGINAL}/probes.json",
-    output:
-        figure=report(
-            results("figures/probe_accuracy.png"),
-            caption="../report/probe_accuracy.rst",
-            category="Attention dynamics",
-        ),
-    log:
-        results("logs/plot_probe_accuracy.log"),
-    benchmark:
-        results("benchmarks/plot_probe_accuracy.tsv")
-    resources:
-        mem_mb=400,
-        runtime=5,
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_probe_accuracy.py"
+ATTENTION_FIGURES = figures(
+    "Attention dynamics",
+    mem_mb=400,
+    attention_diagonals=dict(input=dict(table=f"{ATTENTION_ORIGINAL}/diagonal.parquet")),
+    attention_absorption=dict(input=dict(table=f"{ATTENTION_ORIGINAL}/absorption.parquet")),
+    lens_curves=dict(input=dict(summary=f"{ATTENTION_ORIGINAL}/trajectories.json")),
+    next_token_cosine=dict(
+        input=dict(
+            table=f"{ATTENTION_ORIGINAL}/trajectories.parquet", summary=f"{ATTENTION_ORIGINAL}/trajectories.json"
+        )
+    ),
+    probe_accuracy=dict(
+        input=dict(table=f"{ATTENTION_ORIGINAL}/probes.parquet", summary=f"{ATTENTION_ORIGINAL}/probes.json")
+    ),
+)
 
 
 ATTENTION_TARGETS = [
+    *ATTENTION_FIGURES,
     rules.attention_summary.output.summary,
-    rules.plot_attention_diagonals.output.figure,
-    rules.plot_attention_absorption.output.figure,
-    rules.plot_lens_curves.output.figure,
-    rules.plot_next_token_cosine.output.figure,
-    rules.plot_probe_accuracy.output.figure,
     # intermediates too: `rule all` then notices one deleted or lost with a failed job
     *(
         expand(rule.output, seed=ORIGINAL)

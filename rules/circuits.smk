@@ -85,137 +85,37 @@ rule circuits_summary:
         "../scripts/circuits_summary.py"
 
 
-rule plot_composition_heatmaps:
-    input:
-        scores=results(f"circuits/seed{ORIGINAL}/scores.parquet"),
-    output:
-        figure=report(
-            results("figures/composition_heatmaps.png"),
-            caption="../report/composition_heatmaps.rst",
-            category="Composition",
+CIRCUITS_FIGURES = figures(
+    "Composition",
+    composition_heatmaps=dict(
+        input=dict(scores=results(f"circuits/seed{ORIGINAL}/scores.parquet")),
+        params=dict(n_layer=MODEL["n_layer"], n_head=MODEL["n_head"]),
+    ),
+    composition_symmetry=dict(
+        input=dict(table=rules.symmetry_test.output.table, metrics=rules.circuits_summary.output.metrics)
+    ),
+    composition_kendall_tau=dict(input=dict(metrics=rules.circuits_summary.output.metrics)),
+    composition_over_training=dict(
+        input=dict(
+            tables=expand(results("circuits/seed{seed}/over_training.parquet"), seed=SEEDS),
+            # the training-dynamics family's phase-change windows, shaded (rules/dynamics.smk)
+            dynamics=results("metrics/dynamics.json"),
         ),
-    params:
-        n_layer=MODEL["n_layer"],
-        n_head=MODEL["n_head"],
-    resources:
-        mem_mb=600,
-        runtime=5,
-    log:
-        results("logs/plot_composition_heatmaps.log"),
-    benchmark:
-        results("benchmarks/plot_composition_heatmaps.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_composition_heatmaps.py"
-
-
-rule plot_composition_symmetry:
-    input:
-        table=rules.symmetry_test.output.table,
-        metrics=rules.circuits_summary.output.metrics,
-    output:
-        figure=report(
-            results("figures/composition_symmetry.png"),
-            caption="../report/composition_symmetry.rst",
-            category="Composition",
+        params=dict(seeds=SEEDS, original=ORIGINAL, top_pairs=CIRCUITS["top_pairs"]),
+    ),
+    composition_across_seeds=dict(
+        input=dict(
+            scores=expand(results("circuits/seed{seed}/scores.parquet"), seed=SEEDS),
+            metrics=rules.circuits_summary.output.metrics,
         ),
-    resources:
-        mem_mb=600,
-        runtime=5,
-    log:
-        results("logs/plot_composition_symmetry.log"),
-    benchmark:
-        results("benchmarks/plot_composition_symmetry.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_composition_symmetry.py"
-
-
-rule plot_composition_kendall_tau:
-    input:
-        metrics=rules.circuits_summary.output.metrics,
-    output:
-        figure=report(
-            results("figures/composition_kendall_tau.png"),
-            caption="../report/composition_kendall_tau.rst",
-            category="Composition",
-        ),
-    resources:
-        mem_mb=600,
-        runtime=5,
-    log:
-        results("logs/plot_composition_kendall_tau.log"),
-    benchmark:
-        results("benchmarks/plot_composition_kendall_tau.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_composition_kendall_tau.py"
-
-
-rule plot_composition_over_training:
-    input:
-        tables=expand(results("circuits/seed{seed}/over_training.parquet"), seed=SEEDS),
-        # the training-dynamics family's phase-change windows, shaded (rules/dynamics.smk)
-        dynamics=results("metrics/dynamics.json"),
-    output:
-        figure=report(
-            results("figures/composition_over_training.png"),
-            caption="../report/composition_over_training.rst",
-            category="Composition",
-        ),
-    params:
-        seeds=SEEDS,
-        original=ORIGINAL,
-        top_pairs=CIRCUITS["top_pairs"],
-    resources:
-        mem_mb=600,
-        runtime=5,
-    log:
-        results("logs/plot_composition_over_training.log"),
-    benchmark:
-        results("benchmarks/plot_composition_over_training.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_composition_over_training.py"
-
-
-rule plot_composition_across_seeds:
-    input:
-        scores=expand(results("circuits/seed{seed}/scores.parquet"), seed=SEEDS),
-        metrics=rules.circuits_summary.output.metrics,
-    output:
-        figure=report(
-            results("figures/composition_across_seeds.png"),
-            caption="../report/composition_across_seeds.rst",
-            category="Composition",
-        ),
-    params:
-        original=ORIGINAL,
-        n_layer=MODEL["n_layer"],
-    resources:
-        mem_mb=600,
-        runtime=5,
-    log:
-        results("logs/plot_composition_across_seeds.log"),
-    benchmark:
-        results("benchmarks/plot_composition_across_seeds.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_composition_across_seeds.py"
+        params=dict(original=ORIGINAL, n_layer=MODEL["n_layer"]),
+    ),
+)
 
 
 CIRCUITS_TARGETS = [
+    *CIRCUITS_FIGURES,
     rules.circuits_summary.output.metrics,
-    rules.plot_composition_heatmaps.output.figure,
-    rules.plot_composition_symmetry.output.figure,
-    rules.plot_composition_kendall_tau.output.figure,
-    rules.plot_composition_over_training.output.figure,
-    rules.plot_composition_across_seeds.output.figure,
     # intermediates too: `rule all` then notices one deleted or lost with a failed job
     expand(rules.composition_scores.output, seed=SEEDS),
     rules.symmetry_test.output,

@@ -69,6 +69,21 @@ def search_shards(mode=None):
     return gather.search(results(f"search/{mode}/shard_{{scatteritem}}.parquet"))
 
 
+# --- figures: each family's table of figures; rules/figures.smk makes one rule per row ---
+#: figure name -> its row: category (of the report), input, params, mem_mb
+FIGURES = {}
+
+
+def figures(category, mem_mb=600, **table):
+    """Add a family's figures, one row each: ``name=dict(input={...}, params={...}, mem_mb=...)`` (params and
+    mem_mb optional). Each row becomes the rule named ``plot_<name>``, which runs scripts/plot_<name>.py and
+    writes results/<preset>/figures/<name>.png, shown in the report's ``category`` with report/<name>.rst.
+    Returns the figure files, for the family's target."""
+    for name, row in table.items():
+        FIGURES[name] = {"category": category, "params": {}, "mem_mb": mem_mb, **row}
+    return [results(f"figures/{name}.png") for name in table]
+
+
 # --- resources: memory and time of the data-sized rules grow with the rows of their tables ---
 D_MODEL = SETTINGS["model"]["n_embed"]
 N_BINS = config["threshold_grid"]["count"]

@@ -63,149 +63,57 @@ rule dynamics_summary:
         "../scripts/dynamics_summary.py"
 
 
-rule plot_dynamics_energy_kl:
-    input:
-        **DYNAMICS_TABLES,
-        summary=rules.dynamics_summary.output.summary,
-        model_config=results(f"models/seed{ORIGINAL}/config.json"),
-    output:
-        figure=report(
-            results("figures/dynamics_energy_kl.png"),
-            caption="../report/dynamics_energy_kl.rst",
-            category="Training dynamics",
+DYNAMICS_FIGURES = figures(
+    "Training dynamics",
+    mem_mb=1000,
+    dynamics_energy_kl=dict(
+        input=dict(
+            **DYNAMICS_TABLES,
+            summary=rules.dynamics_summary.output.summary,
+            model_config=results(f"models/seed{ORIGINAL}/config.json"),
         ),
-    params:
-        seeds=SEEDS,
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    log:
-        results("logs/plot_dynamics_energy_kl.log"),
-    benchmark:
-        results("benchmarks/plot_dynamics_energy_kl.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_dynamics_energy_kl.py"
-
-
-rule plot_dynamics_icl_score:
-    input:
-        **DYNAMICS_TABLES,
-        summary=rules.dynamics_summary.output.summary,
-        model_config=results(f"models/seed{ORIGINAL}/config.json"),
-    output:
-        figure=report(
-            results("figures/dynamics_icl_score.png"),
-            caption="../report/dynamics_icl_score.rst",
-            category="Training dynamics",
+        params=dict(seeds=SEEDS),
+    ),
+    dynamics_icl_score=dict(
+        input=dict(
+            **DYNAMICS_TABLES,
+            summary=rules.dynamics_summary.output.summary,
+            model_config=results(f"models/seed{ORIGINAL}/config.json"),
         ),
-    params:
-        seeds=SEEDS,
-        original=ORIGINAL,
-        icl_positions=DYNAMICS["measure"]["icl_positions"],
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    log:
-        results("logs/plot_dynamics_icl_score.log"),
-    benchmark:
-        results("benchmarks/plot_dynamics_icl_score.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_dynamics_icl_score.py"
-
-
-rule plot_dynamics_loss_by_position:
-    input:
-        checkpoints=results(f"dynamics/seed{ORIGINAL}/checkpoints.parquet"),
-        heads=results(f"dynamics/seed{ORIGINAL}/heads.parquet"),
-        summary=rules.dynamics_summary.output.summary,
-        model_config=results(f"models/seed{ORIGINAL}/config.json"),
-    output:
-        figure=report(
-            results("figures/dynamics_loss_by_position.png"),
-            caption="../report/dynamics_loss_by_position.rst",
-            category="Training dynamics",
+        params=dict(seeds=SEEDS, original=ORIGINAL, icl_positions=DYNAMICS["measure"]["icl_positions"]),
+    ),
+    dynamics_loss_by_position=dict(
+        input=dict(
+            checkpoints=results(f"dynamics/seed{ORIGINAL}/checkpoints.parquet"),
+            heads=results(f"dynamics/seed{ORIGINAL}/heads.parquet"),
+            summary=rules.dynamics_summary.output.summary,
+            model_config=results(f"models/seed{ORIGINAL}/config.json"),
         ),
-    params:
-        original=ORIGINAL,
-        smooth_decades=DYNAMICS["phases"]["smooth_decades"],
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    log:
-        results("logs/plot_dynamics_loss_by_position.log"),
-    benchmark:
-        results("benchmarks/plot_dynamics_loss_by_position.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_dynamics_loss_by_position.py"
-
-
-rule plot_dynamics_head_scores:
-    input:
-        checkpoints=results(f"dynamics/seed{ORIGINAL}/checkpoints.parquet"),
-        heads=results(f"dynamics/seed{ORIGINAL}/heads.parquet"),
-        summary=rules.dynamics_summary.output.summary,
-        model_config=results(f"models/seed{ORIGINAL}/config.json"),
-    output:
-        figure=report(
-            results("figures/dynamics_head_scores.png"),
-            caption="../report/dynamics_head_scores.rst",
-            category="Training dynamics",
+        params=dict(original=ORIGINAL, smooth_decades=DYNAMICS["phases"]["smooth_decades"]),
+    ),
+    dynamics_head_scores=dict(
+        input=dict(
+            checkpoints=results(f"dynamics/seed{ORIGINAL}/checkpoints.parquet"),
+            heads=results(f"dynamics/seed{ORIGINAL}/heads.parquet"),
+            summary=rules.dynamics_summary.output.summary,
+            model_config=results(f"models/seed{ORIGINAL}/config.json"),
         ),
-    params:
-        original=ORIGINAL,
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    log:
-        results("logs/plot_dynamics_head_scores.log"),
-    benchmark:
-        results("benchmarks/plot_dynamics_head_scores.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_dynamics_head_scores.py"
-
-
-rule plot_dynamics_energy_depth:
-    input:
-        **DYNAMICS_TABLES,
-        summary=rules.dynamics_summary.output.summary,
-        model_config=results(f"models/seed{ORIGINAL}/config.json"),
-    output:
-        figure=report(
-            results("figures/dynamics_energy_depth.png"),
-            caption="../report/dynamics_energy_depth.rst",
-            category="Training dynamics",
+        params=dict(original=ORIGINAL),
+    ),
+    dynamics_energy_depth=dict(
+        input=dict(
+            **DYNAMICS_TABLES,
+            summary=rules.dynamics_summary.output.summary,
+            model_config=results(f"models/seed{ORIGINAL}/config.json"),
         ),
-    params:
-        seeds=SEEDS,
-        original=ORIGINAL,
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    log:
-        results("logs/plot_dynamics_energy_depth.log"),
-    benchmark:
-        results("benchmarks/plot_dynamics_energy_depth.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_dynamics_energy_depth.py"
+        params=dict(seeds=SEEDS, original=ORIGINAL),
+    ),
+)
 
 
 DYNAMICS_TARGETS = [
+    *DYNAMICS_FIGURES,
     rules.dynamics_summary.output.summary,
-    rules.plot_dynamics_energy_kl.output.figure,
-    rules.plot_dynamics_icl_score.output.figure,
-    rules.plot_dynamics_loss_by_position.output.figure,
-    rules.plot_dynamics_head_scores.output.figure,
-    rules.plot_dynamics_energy_depth.output.figure,
     # intermediates too: `rule all` then notices one deleted or lost with a failed job
     expand(rules.dynamics_measure.output, seed=SEEDS),
 ]

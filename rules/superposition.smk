@@ -140,187 +140,63 @@ rule superposition_summary:
         "../scripts/summarize_superposition.py"
 
 
-rule plot_superposition_polygons:
-    input:
-        models=rules.superposition_uniform.output.models,
-        features=rules.superposition_uniform.output.features,
-    output:
-        figure=report(
-            results("figures/superposition_polygons.png"),
-            caption="../report/superposition_polygons.rst",
-            category="Superposition",
+SUPERPOSITION_FIGURES = figures(
+    "Superposition",
+    mem_mb=500,
+    superposition_polygons=dict(
+        input=dict(
+            models=rules.superposition_uniform.output.models, features=rules.superposition_uniform.output.features
+        )
+    ),
+    superposition_phase_change=dict(
+        input=dict(
+            models=rules.superposition_nonuniform.output.models, features=rules.superposition_nonuniform.output.features
+        )
+    ),
+    superposition_loss_crossing=dict(
+        input=dict(
+            models=rules.superposition_nonuniform.output.models, metrics=rules.superposition_summary.output.metrics
+        )
+    ),
+    superposition_dimensionality=dict(
+        input=dict(
+            models=rules.superposition_dimensionality.output.models,
+            features=rules.superposition_dimensionality.output.features,
         ),
-    resources:
-        mem_mb=500,
-        runtime=5,
-    log:
-        results("logs/plot_superposition_polygons.log"),
-    benchmark:
-        results("benchmarks/plot_superposition_polygons.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_superposition_polygons.py"
-
-
-rule plot_superposition_phase_change:
-    input:
-        models=rules.superposition_nonuniform.output.models,
-        features=rules.superposition_nonuniform.output.features,
-    output:
-        figure=report(
-            results("figures/superposition_phase_change.png"),
-            caption="../report/superposition_phase_change.rst",
-            category="Superposition",
+        params=dict(fractions=SUPER_DEFS["fractions"], threshold=SUPER_DEFS["represented_norm"]),
+    ),
+    superposition_fraction_histogram=dict(
+        input=dict(
+            features=rules.superposition_dimensionality.output.features,
+            metrics=rules.superposition_summary.output.metrics,
         ),
-    resources:
-        mem_mb=500,
-        runtime=5,
-    log:
-        results("logs/plot_superposition_phase_change.log"),
-    benchmark:
-        results("benchmarks/plot_superposition_phase_change.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_superposition_phase_change.py"
-
-
-rule plot_superposition_loss_crossing:
-    input:
-        models=rules.superposition_nonuniform.output.models,
-        metrics=rules.superposition_summary.output.metrics,
-    output:
-        figure=report(
-            results("figures/superposition_loss_crossing.png"),
-            caption="../report/superposition_loss_crossing.rst",
-            category="Superposition",
+        params=dict(fractions=SUPER_DEFS["fractions"], threshold=SUPER_DEFS["represented_norm"]),
+    ),
+    superposition_dimensionality_training=dict(
+        input=dict(
+            training=rules.superposition_dimensionality.output.training,
+            jumps=rules.superposition_dimensionality.output.jumps,
         ),
-    resources:
-        mem_mb=500,
-        runtime=5,
-    log:
-        results("logs/plot_superposition_loss_crossing.log"),
-    benchmark:
-        results("benchmarks/plot_superposition_loss_crossing.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_superposition_loss_crossing.py"
-
-
-rule plot_superposition_dimensionality:
-    input:
-        models=rules.superposition_dimensionality.output.models,
-        features=rules.superposition_dimensionality.output.features,
-    output:
-        figure=report(
-            results("figures/superposition_dimensionality.png"),
-            caption="../report/superposition_dimensionality.rst",
-            category="Superposition",
+        params=dict(
+            sparsity=SUPER["dynamics_sparsity"],
+            fractions=SUPER_DEFS["fractions"],
+            threshold=SUPER_DEFS["represented_norm"],
         ),
-    params:
-        fractions=SUPER_DEFS["fractions"],
-        threshold=SUPER_DEFS["represented_norm"],
-    resources:
-        mem_mb=500,
-        runtime=5,
-    log:
-        results("logs/plot_superposition_dimensionality.log"),
-    benchmark:
-        results("benchmarks/plot_superposition_dimensionality.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_superposition_dimensionality.py"
-
-
-rule plot_superposition_fraction_histogram:
-    input:
-        features=rules.superposition_dimensionality.output.features,
-        metrics=rules.superposition_summary.output.metrics,
-    output:
-        figure=report(
-            results("figures/superposition_fraction_histogram.png"),
-            caption="../report/superposition_fraction_histogram.rst",
-            category="Superposition",
-        ),
-    params:
-        fractions=SUPER_DEFS["fractions"],
-        threshold=SUPER_DEFS["represented_norm"],
-    resources:
-        mem_mb=500,
-        runtime=5,
-    log:
-        results("logs/plot_superposition_fraction_histogram.log"),
-    benchmark:
-        results("benchmarks/plot_superposition_fraction_histogram.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_superposition_fraction_histogram.py"
-
-
-rule plot_superposition_dimensionality_training:
-    input:
-        training=rules.superposition_dimensionality.output.training,
-        jumps=rules.superposition_dimensionality.output.jumps,
-    output:
-        figure=report(
-            results("figures/superposition_dimensionality_training.png"),
-            caption="../report/superposition_dimensionality_training.rst",
-            category="Superposition",
-        ),
-    params:
-        sparsity=SUPER["dynamics_sparsity"],
-        fractions=SUPER_DEFS["fractions"],
-        threshold=SUPER_DEFS["represented_norm"],
-    resources:
         mem_mb=1000,
-        runtime=5,
-    log:
-        results("logs/plot_superposition_dimensionality_training.log"),
-    benchmark:
-        results("benchmarks/plot_superposition_dimensionality_training.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_superposition_dimensionality_training.py"
-
-
-rule plot_superposition_phase_diagram:
-    input:
-        cells=rules.superposition_phase_diagram.output.cells,
-        boundary=rules.superposition_phase_diagram.output.boundary,
-    output:
-        figure=report(
-            results("figures/superposition_phase_diagram.png"),
-            caption="../report/superposition_phase_diagram.rst",
-            category="Superposition",
-        ),
-    resources:
-        mem_mb=500,
-        runtime=5,
-    log:
-        results("logs/plot_superposition_phase_diagram.log"),
-    benchmark:
-        results("benchmarks/plot_superposition_phase_diagram.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_superposition_phase_diagram.py"
+    ),
+    superposition_phase_diagram=dict(
+        input=dict(
+            cells=rules.superposition_phase_diagram.output.cells,
+            boundary=rules.superposition_phase_diagram.output.boundary,
+        )
+    ),
+)
 
 
 # The family's outputs: rule all and the target `superposition` ask for these.
 SUPERPOSITION_TARGETS = [
+    *SUPERPOSITION_FIGURES,
     rules.superposition_summary.output.metrics,
-    rules.plot_superposition_polygons.output.figure,
-    rules.plot_superposition_phase_change.output.figure,
-    rules.plot_superposition_loss_crossing.output.figure,
-    rules.plot_superposition_dimensionality.output.figure,
-    rules.plot_superposition_fraction_histogram.output.figure,
-    rules.plot_superposition_dimensionality_training.output.figure,
-    rules.plot_superposition_phase_diagram.output.figure,
     # intermediates too: `rule all` then notices one deleted or lost with a failed job
     rules.superposition_uniform.output,
     rules.superposition_nonuniform.output,

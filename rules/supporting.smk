@@ -211,152 +211,30 @@ rule supporting_metrics:
         "../scripts/supporting_metrics.py"
 
 
-rule plot_ablation:
-    input:
-        metrics=rules.supporting_metrics.output.metrics,
-    output:
-        figure=report(
-            results("figures/ablation.png"),
-            caption="../report/ablation.rst",
-            category="Supporting analyses",
+SUPPORTING_FIGURES = figures(
+    "Supporting analyses",
+    ablation=dict(input=dict(metrics=rules.supporting_metrics.output.metrics)),
+    final_layernorm=dict(
+        input=dict(scaling=rules.final_layernorm.output.scaling, noise=rules.final_layernorm.output.noise)
+    ),
+    ffwd_endpoint=dict(input=dict(table=rules.ffwd_endpoint.output.table)),
+    vector_sums=dict(input=dict(paths=rules.vector_sums.output.paths)),
+    token_subspaces=dict(
+        input=dict(
+            tokens=rules.token_subspaces.output.tokens,
+            mixtures=rules.token_subspaces.output.mixtures,
+            tokenizer=results(f"models/seed{ORIGINAL}/tokenizer.json"),
         ),
-    resources:
-        mem_mb=600,
-        runtime=5,
-    log:
-        results("logs/plot_ablation.log"),
-    benchmark:
-        results("benchmarks/plot_ablation.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_ablation.py"
-
-
-rule plot_final_layernorm:
-    input:
-        scaling=rules.final_layernorm.output.scaling,
-        noise=rules.final_layernorm.output.noise,
-    output:
-        figure=report(
-            results("figures/final_layernorm.png"),
-            caption="../report/final_layernorm.rst",
-            category="Supporting analyses",
-        ),
-    resources:
-        mem_mb=600,
-        runtime=5,
-    log:
-        results("logs/plot_final_layernorm.log"),
-    benchmark:
-        results("benchmarks/plot_final_layernorm.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_final_layernorm.py"
-
-
-rule plot_ffwd_endpoint:
-    input:
-        table=rules.ffwd_endpoint.output.table,
-    output:
-        figure=report(
-            results("figures/ffwd_endpoint.png"),
-            caption="../report/ffwd_endpoint.rst",
-            category="Supporting analyses",
-        ),
-    resources:
-        mem_mb=600,
-        runtime=5,
-    log:
-        results("logs/plot_ffwd_endpoint.log"),
-    benchmark:
-        results("benchmarks/plot_ffwd_endpoint.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_ffwd_endpoint.py"
-
-
-rule plot_vector_sums:
-    input:
-        paths=rules.vector_sums.output.paths,
-    output:
-        figure=report(
-            results("figures/vector_sums.png"),
-            caption="../report/vector_sums.rst",
-            category="Supporting analyses",
-        ),
-    resources:
-        mem_mb=600,
-        runtime=5,
-    log:
-        results("logs/plot_vector_sums.log"),
-    benchmark:
-        results("benchmarks/plot_vector_sums.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_vector_sums.py"
-
-
-rule plot_token_subspaces:
-    input:
-        tokens=rules.token_subspaces.output.tokens,
-        mixtures=rules.token_subspaces.output.mixtures,
-        tokenizer=results(f"models/seed{ORIGINAL}/tokenizer.json"),
-    params:
-        n_layer=N_LAYER,
-    output:
-        figure=report(
-            results("figures/token_subspaces.png"),
-            caption="../report/token_subspaces.rst",
-            category="Supporting analyses",
-        ),
-    resources:
-        mem_mb=600,
-        runtime=5,
-    log:
-        results("logs/plot_token_subspaces.log"),
-    benchmark:
-        results("benchmarks/plot_token_subspaces.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_token_subspaces.py"
-
-
-rule plot_criterion:
-    input:
-        metrics=rules.supporting_metrics.output.metrics,
-    output:
-        figure=report(
-            results("figures/criterion.png"),
-            caption="../report/criterion.rst",
-            category="Supporting analyses",
-        ),
-    resources:
-        mem_mb=600,
-        runtime=5,
-    log:
-        results("logs/plot_criterion.log"),
-    benchmark:
-        results("benchmarks/plot_criterion.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/plot_criterion.py"
+        params=dict(n_layer=N_LAYER),
+    ),
+    criterion=dict(input=dict(metrics=rules.supporting_metrics.output.metrics)),
+)
 
 
 # The family's outputs: rule all and the target `supporting` ask for these.
 SUPPORTING_TARGETS = [
+    *SUPPORTING_FIGURES,
     rules.supporting_metrics.output.metrics,
-    rules.plot_ablation.output.figure,
-    rules.plot_final_layernorm.output.figure,
-    rules.plot_ffwd_endpoint.output.figure,
-    rules.plot_vector_sums.output.figure,
-    rules.plot_token_subspaces.output.figure,
-    rules.plot_criterion.output.figure,
     # intermediates too: `rule all` then notices one deleted or lost with a failed job
     expand(rules.ablation.output, seed=SEEDS),
     rules.final_layernorm.output,
