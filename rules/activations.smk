@@ -1,8 +1,6 @@
 rule dump_activations:
     input:
-        weights=results("models/seed{seed}/model.safetensors"),
-        config=results("models/seed{seed}/config.json"),
-        tokenizer=results("models/seed{seed}/tokenizer.json"),
+        **model_files("{seed}"),
         table=dump_input_table,
     output:
         blocks=[results(f"activations/seed{{seed}}/{{set}}/block{b}.parquet") for b in range(N_LAYER)],

@@ -2,9 +2,9 @@ rule tune_approximation:
     wildcard_constraints:
         mode="|".join(TUNED_MODES),  # the paper mode has no tuning prompts
     input:
+        **model_files(ORIGINAL, "config"),
         shards=search_shards(),
         prompts=results("strings/prompts_{mode}.parquet"),
-        model_config=results(f"models/seed{ORIGINAL}/config.json"),
         logits=results(f"activations/seed{ORIGINAL}/prompts_{{mode}}/logits.parquet"),
     output:
         tuned=results("approx/{mode}/tuned.json"),
@@ -31,12 +31,12 @@ rule tune_approximation:
 
 rule evaluate:
     input:
+        **model_files(ORIGINAL, "config"),
         shards=search_shards(),
         prompts=results("strings/prompts_{mode}.parquet"),
         strings=rules.build_strings.output.strings,
         # the paper mode has no tuning prompts: it is evaluated with the corpus mode's tuned values
         tuned=lambda wc: results(f"approx/{TUNED_WITH[wc.mode]}/tuned.json"),
-        model_config=results(f"models/seed{ORIGINAL}/config.json"),
         logits=expand(results("activations/seed{seed}/prompts_{{mode}}/logits.parquet"), seed=SEEDS),
     output:
         table=results("evaluation/{mode}/hellinger.parquet"),
@@ -68,8 +68,7 @@ rule evaluate:
 
 rule case_studies:
     input:
-        weights=results(f"models/seed{ORIGINAL}/model.safetensors"),
-        tokenizer=results(f"models/seed{ORIGINAL}/tokenizer.json"),
+        **model_files(ORIGINAL),
         strings=rules.build_strings.output.strings,
         string_blocks=activations(ORIGINAL, "strings")["blocks"],
         string_logits=activations(ORIGINAL, "strings")["logits"],

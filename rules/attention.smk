@@ -11,12 +11,6 @@ ATTENTION_DIR = results("attention/seed{seed}")  # one folder per seed; the targ
 ATTENTION_ORIGINAL = results(f"attention/seed{ORIGINAL}")
 
 
-MODEL_FILES = {
-    "weights": results("models/seed{seed}/model.safetensors"),
-    "model_config": results("models/seed{seed}/config.json"),
-}
-
-
 # --- resources: each job's arrays grow with the preset's sizes (model width, context, windows, vocabulary);
 # base MB (Python, torch, the model) plus MB per array copy, fitted to the test and small presets' peaks
 # with a quarter or more to spare (docs/benchmarks.md) ---
@@ -35,7 +29,7 @@ ATTENTION_MEM = {
     "tuned_lens": int(550 + 4 * _A_LENS),
     # the vocabulary from the model's config, known once the model is trained
     "trajectories": lambda wildcards, input: int(
-        450 + 24 * _A_TRAJ * json.loads(Path(input.model_config).read_text())["vocab_size"]
+        450 + 24 * _A_TRAJ * json.loads(Path(input.config).read_text())["vocab_size"]
     ),
     "probes": int(450 + 4 * _A_PROBE),
 }
@@ -43,7 +37,7 @@ ATTENTION_MEM = {
 
 rule attention_spectra:
     input:
-        **MODEL_FILES,
+        **model_files("{seed}", "weights", "config"),
         val=rules.tokenize.output.val,
     output:
         diagonal=f"{ATTENTION_DIR}/diagonal.parquet",
@@ -71,7 +65,7 @@ rule attention_spectra:
 
 rule train_tuned_lens:
     input:
-        **MODEL_FILES,
+        **model_files("{seed}", "weights", "config"),
         train=rules.tokenize.output.train,
     output:
         lens=f"{ATTENTION_DIR}/tuned_lens.safetensors",
@@ -98,7 +92,7 @@ rule train_tuned_lens:
 
 rule measure_trajectories:
     input:
-        **MODEL_FILES,
+        **model_files("{seed}", "weights", "config"),
         val=rules.tokenize.output.val,
         lens=rules.train_tuned_lens.output.lens,
         history=rules.train_tuned_lens.output.history,
@@ -125,7 +119,7 @@ rule measure_trajectories:
 
 rule probe_speakers:
     input:
-        **MODEL_FILES,
+        **model_files("{seed}", "weights", "config"),
         tokenizer=rules.tokenize.output.tokenizer,
         train=rules.tokenize.output.train,
         val=rules.tokenize.output.val,

@@ -6,10 +6,7 @@ MODEL = SETTINGS["model"]
 
 rule composition_scores:
     input:
-        weights=results("models/seed{seed}/model.safetensors"),
-        config=results("models/seed{seed}/config.json"),
-        metrics=results("models/seed{seed}/metrics.json"),
-        checkpoints=results("models/seed{seed}/checkpoints"),
+        **model_files("{seed}", "weights", "config", "metrics", "checkpoints"),
     output:
         scores=results("circuits/seed{seed}/scores.parquet"),
         over_training=results("circuits/seed{seed}/over_training.parquet"),
@@ -33,8 +30,7 @@ rule composition_scores:
 
 rule symmetry_test:
     input:
-        weights=results(f"models/seed{ORIGINAL}/model.safetensors"),
-        config=results(f"models/seed{ORIGINAL}/config.json"),
+        **model_files(ORIGINAL, "weights", "config"),
         val=rules.tokenize.output.val,
     output:
         table=results("circuits/symmetry.parquet"),

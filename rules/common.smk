@@ -3,6 +3,7 @@ import os
 
 from tinylens.config import active_preset, all_seeds, seed_train_settings
 from tinylens.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
+from tinylens.weights import MODEL_FILES
 
 PRESET = config["preset"]
 SETTINGS = active_preset(config)
@@ -53,14 +54,12 @@ def dump_input_table(wildcards):
     return results(f"strings/{wildcards.set}.parquet")
 
 
-def model_files(seed):
-    """The files that rebuild one trained model (tinylens.weights.load_model reads the folder)."""
+def model_files(seed, *names):
+    """The files of the model of ``seed`` (a seed or "{seed}") by name (tinylens.weights.MODEL_FILES: weights,
+    config, tokenizer, metrics, loss, checkpoints); without names, the three that rebuild the model
+    (tinylens.weights.load_model reads their folder). Every rule asks for a model's files through this."""
     base = results(f"models/seed{seed}")
-    return {
-        "weights": f"{base}/model.safetensors",
-        "config": f"{base}/config.json",
-        "tokenizer": f"{base}/tokenizer.json",
-    }
+    return {name: f"{base}/{MODEL_FILES[name]}" for name in names or ("weights", "config", "tokenizer")}
 
 
 def search_shards(mode=None):
@@ -125,18 +124,7 @@ def core_artifacts():
         for f in ("data/corpus.txt", "data/tokenizer.json", "data/train.npy", "data/val.npy", "strings/strings.parquet")
     ]
     for seed in SEEDS:
-        model = results(f"models/seed{seed}")
-        files += [
-            f"{model}/{name}"
-            for name in (
-                "model.safetensors",
-                "config.json",
-                "tokenizer.json",
-                "metrics.json",
-                "loss.csv",
-                "checkpoints",
-            )
-        ]
+        files += model_files(seed, *MODEL_FILES).values()
         for set_name in PROMPT_SETS:
             dump = activations(seed, set_name)
             files += [*dump["blocks"], dump["logits"]]

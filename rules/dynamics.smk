@@ -9,8 +9,7 @@ DYNAMICS_TABLES = {
 
 rule dynamics_measure:
     input:
-        checkpoints=results("models/seed{seed}/checkpoints"),
-        config=results("models/seed{seed}/config.json"),
+        **model_files("{seed}", "checkpoints", "config"),
         tokenizer=rules.tokenize.output.tokenizer,
         train=rules.tokenize.output.train,
         val=rules.tokenize.output.val,
@@ -39,7 +38,7 @@ rule dynamics_measure:
 rule dynamics_summary:
     input:
         **DYNAMICS_TABLES,
-        model_config=results(f"models/seed{ORIGINAL}/config.json"),
+        **model_files(ORIGINAL, "config"),
     output:
         summary=results("metrics/dynamics.json"),
     params:
@@ -70,7 +69,7 @@ DYNAMICS_FIGURES = figures(
         input=dict(
             **DYNAMICS_TABLES,
             summary=rules.dynamics_summary.output.summary,
-            model_config=results(f"models/seed{ORIGINAL}/config.json"),
+            **model_files(ORIGINAL, "config"),
         ),
         params=dict(seeds=SEEDS),
     ),
@@ -78,7 +77,7 @@ DYNAMICS_FIGURES = figures(
         input=dict(
             **DYNAMICS_TABLES,
             summary=rules.dynamics_summary.output.summary,
-            model_config=results(f"models/seed{ORIGINAL}/config.json"),
+            **model_files(ORIGINAL, "config"),
         ),
         params=dict(seeds=SEEDS, original=ORIGINAL, icl_positions=DYNAMICS["measure"]["icl_positions"]),
     ),
@@ -87,7 +86,7 @@ DYNAMICS_FIGURES = figures(
             checkpoints=results(f"dynamics/seed{ORIGINAL}/checkpoints.parquet"),
             heads=results(f"dynamics/seed{ORIGINAL}/heads.parquet"),
             summary=rules.dynamics_summary.output.summary,
-            model_config=results(f"models/seed{ORIGINAL}/config.json"),
+            **model_files(ORIGINAL, "config"),
         ),
         params=dict(original=ORIGINAL, smooth_decades=DYNAMICS["phases"]["smooth_decades"]),
     ),
@@ -96,7 +95,7 @@ DYNAMICS_FIGURES = figures(
             checkpoints=results(f"dynamics/seed{ORIGINAL}/checkpoints.parquet"),
             heads=results(f"dynamics/seed{ORIGINAL}/heads.parquet"),
             summary=rules.dynamics_summary.output.summary,
-            model_config=results(f"models/seed{ORIGINAL}/config.json"),
+            **model_files(ORIGINAL, "config"),
         ),
         params=dict(original=ORIGINAL),
     ),
@@ -104,7 +103,7 @@ DYNAMICS_FIGURES = figures(
         input=dict(
             **DYNAMICS_TABLES,
             summary=rules.dynamics_summary.output.summary,
-            model_config=results(f"models/seed{ORIGINAL}/config.json"),
+            **model_files(ORIGINAL, "config"),
         ),
         params=dict(seeds=SEEDS, original=ORIGINAL),
     ),

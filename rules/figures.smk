@@ -4,7 +4,7 @@ CORE_FIGURES = figures(
     "Training",
     loss_curves=dict(
         input={
-            "losses": expand(results("models/seed{seed}/loss.csv"), seed=SEEDS),
+            "losses": [model_files(seed, "loss")["loss"] for seed in SEEDS],
             "corpus_stats": rules.tokenize.output.stats,
         },
         params={"seeds": SEEDS, "original": ORIGINAL},
@@ -26,25 +26,29 @@ CORE_FIGURES = figures(
 )
 
 
+# The figure's name is a wildcard constrained to that one name: the script path is filled in when the job
+# runs (a loop variable would by then hold the last figure's name).
 for figure, row in FIGURES.items():
 
     rule:
         name:
             f"plot_{figure}"
+        wildcard_constraints:
+            figure=figure,
         input:
             **row["input"],
         output:
-            figure=report(results(f"figures/{figure}.png"), caption=f"../report/{figure}.rst", category=row["category"]),
+            figure=report(results("figures/{figure}.png"), caption=f"../report/{figure}.rst", category=row["category"]),
         params:
             **row["params"],
         resources:
             mem_mb=row["mem_mb"],
             runtime=5,
         log:
-            results(f"logs/plot_{figure}.log"),
+            results("logs/plot_{figure}.log"),
         benchmark:
-            results(f"benchmarks/plot_{figure}.tsv")
+            results("benchmarks/plot_{figure}.tsv")
         conda:
             "../envs/tinylens.yaml"
         script:
-            f"../scripts/plot_{figure}.py"
+            "../scripts/plot_{wildcards.figure}.py"

@@ -1,8 +1,6 @@
 rule sample:
     input:
-        weights=rules.train_model.output.weights,
-        config=rules.train_model.output.config,
-        tokenizer=rules.train_model.output.tokenizer,
+        **model_files("{seed}"),
     output:
         sample=results("samples/seed{seed}.txt"),
     params:

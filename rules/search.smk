@@ -1,8 +1,8 @@
 rule search_shard:
     input:
+        **model_files(ORIGINAL, "config"),
         strings=rules.build_strings.output.strings,
         prompts=results("strings/prompts_{mode}.parquet"),
-        model_config=results(f"models/seed{ORIGINAL}/config.json"),
         string_blocks=activations(ORIGINAL, "strings")["blocks"],
         string_logits=activations(ORIGINAL, "strings")["logits"],
         prompt_blocks=[results(f"activations/seed{ORIGINAL}/prompts_{{mode}}/block{b}.parquet") for b in range(N_LAYER)],
@@ -37,8 +37,8 @@ rule verify_search:
         **{f"prompts_{mode}": results(f"strings/prompts_{mode}.parquet") for mode in MODES},
         **{f"prompt_logits_{mode}": activations(ORIGINAL, f"prompts_{mode}")["logits"] for mode in MODES},
         **{f"shards_{mode}": search_shards(mode) for mode in MODES},
+        **model_files(ORIGINAL, "config"),
         strings=rules.build_strings.output.strings,
-        model_config=results(f"models/seed{ORIGINAL}/config.json"),
         string_blocks=activations(ORIGINAL, "strings")["blocks"],
         string_logits=activations(ORIGINAL, "strings")["logits"],
         prompt_blocks=[f for s in PROMPT_SETS for f in activations(ORIGINAL, s)["blocks"]],

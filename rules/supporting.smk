@@ -151,12 +151,11 @@ rule token_subspaces:
 
 rule criterion:
     input:
+        **model_files(ORIGINAL, "config", "tokenizer"),
         shards=search_shards(),
         prompts=results("strings/prompts_{mode}.parquet"),
         # the paper mode has no tuning prompts: it uses the thresholds its evaluation uses
         tuned=lambda wc: results(f"approx/{TUNED_WITH[wc.mode]}/tuned.json"),
-        model_config=results(f"models/seed{ORIGINAL}/config.json"),
-        tokenizer=results(f"models/seed{ORIGINAL}/tokenizer.json"),
         prompt_blocks=[results(f"activations/seed{ORIGINAL}/prompts_{{mode}}/block{b}.parquet") for b in range(N_LAYER)],
         subspaces=rules.token_subspaces.output.vectors,
     output:
@@ -223,7 +222,7 @@ SUPPORTING_FIGURES = figures(
         input=dict(
             tokens=rules.token_subspaces.output.tokens,
             mixtures=rules.token_subspaces.output.mixtures,
-            tokenizer=results(f"models/seed{ORIGINAL}/tokenizer.json"),
+            **model_files(ORIGINAL, "tokenizer"),
         ),
         params=dict(n_layer=N_LAYER),
     ),

@@ -4,12 +4,8 @@ rule train_model:
         val=rules.tokenize.output.val,
         tokenizer=rules.tokenize.output.tokenizer,
     output:
-        weights=results("models/seed{seed}/model.safetensors"),
-        config=results("models/seed{seed}/config.json"),
-        tokenizer=results("models/seed{seed}/tokenizer.json"),
-        metrics=results("models/seed{seed}/metrics.json"),
-        loss=results("models/seed{seed}/loss.csv"),
-        checkpoints=directory(results("models/seed{seed}/checkpoints")),
+        **model_files("{seed}", "weights", "config", "tokenizer", "metrics", "loss"),
+        checkpoints=directory(model_files("{seed}", "checkpoints")["checkpoints"]),
     params:
         seed=lambda wc: int(wc.seed),
         model=SETTINGS["model"],
@@ -37,7 +33,7 @@ rule train_model:
 
 rule training_summary:
     input:
-        metrics=expand(results("models/seed{seed}/metrics.json"), seed=SEEDS),
+        metrics=[model_files(seed, "metrics")["metrics"] for seed in SEEDS],
     output:
         summary=results("metrics/training.json"),
     params:

@@ -19,7 +19,7 @@ from tinylens.tables import write_table
 
 with job(snakemake) as j:
     inp, out, p = j.input, j.output, j.params
-    cfg = ModelConfig.from_json(inp.model_config)
+    cfg = ModelConfig.from_json(inp.config)
     vocab = CharTokenizer.load(inp.tokenizer).vocab
     k = cfg.vocab_size // 2
     edges = threshold_edges(**p.grid)

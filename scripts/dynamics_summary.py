@@ -6,7 +6,7 @@ from tinylens.model import ModelConfig
 
 with job(snakemake) as j:
     inp, p = j.input, j.params
-    cfg = ModelConfig.from_json(inp.model_config)
+    cfg = ModelConfig.from_json(inp.config)
     settings = PhaseSettings(**p.phases)
     per_seed = {}
     for seed, checkpoints, heads in zip(p.seeds, inp.checkpoints, inp.heads, strict=True):

@@ -21,7 +21,7 @@ from tinylens.tables import write_table
 
 with job(snakemake) as j:
     p, inp, out = j.params, j.input, j.output
-    cfg = ModelConfig.from_json(inp.model_config)
+    cfg = ModelConfig.from_json(inp.config)
     edges = threshold_edges(**p.grid)
     prompts = load_prompts(inp.prompts)
     n = len(prompts["prompt_id"])

@@ -8,7 +8,7 @@ from tinylens.model import ModelConfig
 
 with job(snakemake) as j:
     inp, p = j.input, j.params
-    cfg = ModelConfig.from_json(inp.model_config)
+    cfg = ModelConfig.from_json(inp.config)
     summary = j.read_json(inp.summary)["seeds"]
     curves = {str(seed): load_curves(c, h, cfg.n_layer, cfg.n_head, cfg.block_size)
               for seed, c, h in zip(p.seeds, inp.checkpoints, inp.heads, strict=True)}

@@ -8,7 +8,7 @@ from tinylens.model import ModelConfig
 
 with job(snakemake) as j:
     inp, seed = j.input, str(j.params.original)
-    cfg = ModelConfig.from_json(inp.model_config)
+    cfg = ModelConfig.from_json(inp.config)
     summary = j.read_json(inp.summary)
     curves = load_curves(inp.checkpoints, inp.heads, cfg.n_layer, cfg.n_head, cfg.block_size)
     plot_head_scores(curves, summary["seeds"][seed], seed, summary["headline"]["prefix_matching_uniform_baseline"],

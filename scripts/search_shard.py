@@ -13,7 +13,7 @@ from tinylens.strings import load_prompts, load_strings, prompt_shard
 
 with job(snakemake) as j:
     p, inp = j.params, j.input
-    cfg = ModelConfig.from_json(inp.model_config)
+    cfg = ModelConfig.from_json(inp.config)
     table = load_strings(inp.strings, cfg.vocab_size)
     prompts = load_prompts(inp.prompts)
     rows = prompt_shard(len(prompts["prompt_id"]), p.n_shards, p.shard)

@@ -11,7 +11,7 @@ from tinylens.strings import load_prompts
 
 with job(snakemake) as j:
     p, inp, out = j.params, j.input, j.output
-    cfg = ModelConfig.from_json(inp.model_config)
+    cfg = ModelConfig.from_json(inp.config)
     edges = threshold_edges(**p.grid)
     prompts = load_prompts(inp.prompts)
     _, counts = summary_for_prompts(inp.shards, prompts["prompt_id"], cfg.n_layer, len(edges), cfg.vocab_size)

@@ -13,7 +13,7 @@ from tinylens.verification import sample_prompt_ids, verify_search
 
 with job(snakemake) as j:
     p, inp = j.params, j.input
-    cfg = ModelConfig.from_json(inp.model_config)
+    cfg = ModelConfig.from_json(inp.config)
     edges = threshold_edges(**p.grid)
     table = load_strings(inp.strings, cfg.vocab_size)
     string_dir = Path(inp.string_logits).parent

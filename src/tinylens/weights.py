@@ -19,6 +19,9 @@ from tinylens.model import ModelConfig, Transformer
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoints"
+#: Every file of a trained model's folder (tinylens.train.publish writes them), by the name rules use.
+MODEL_FILES = {"weights": WEIGHTS_FILE, "config": CONFIG_FILE, "tokenizer": "tokenizer.json",
+               "metrics": "metrics.json", "loss": "loss.csv", "checkpoints": CHECKPOINT_DIR}
 
 _REMEDY = "rerun the train rule (snakemake --forcerun train_model) or restore it with `dvc pull`"
 
