@@ -1,3 +1,6 @@
+from tinylens.resources import dump_memory
+
+
 rule dump_activations:
     input:
         **model_files("{seed}"),
@@ -12,8 +15,8 @@ rule dump_activations:
         device=config["device"],
     threads: ANALYSIS["dump_threads"]
     resources:
-        mem_mb=dump_mem_mb,
-        runtime=per_row("table", 5, row_seconds=1.5e-3 * max(1, D_MODEL / 64)),
+        mem_mb=dump_memory(dump_kinds, N_LAYER, D_MODEL, config["substring_length"], ANALYSIS["dump_batch_size"]),
+        runtime=per_row("table", 5, row_seconds=1.5e-3 * width_factor(D_MODEL)),
         gpu=TRAIN["resources"]["gpu"],  # the preset's: a GPU where training has one
     log:
         results("logs/dump_activations_seed{seed}_{set}.log"),

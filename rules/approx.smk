@@ -1,3 +1,6 @@
+from tinylens.resources import total
+
+
 rule tune_approximation:
     wildcard_constraints:
         mode="|".join(TUNED_MODES),  # the paper mode has no tuning prompts
@@ -17,7 +20,7 @@ rule tune_approximation:
     resources:
         # per prompt: blocks x bins x vocab counts, uint32 summed in place and the chosen thresholds'
         # float64 copies (12 bytes per count measured at 20,000 prompts, paper_short; 32 declared)
-        mem_mb=per_row("prompts", 500, 32 * N_LAYER * N_BINS * 65),
+        mem_mb=per_row("prompts", 500, vocab_bytes=32 * N_LAYER * N_BINS),
         runtime=per_row("prompts", 5, row_seconds=0.02 * ANALYSIS["tune_rounds"]),
     log:
         results("logs/tune_approximation_{mode}.log"),
@@ -50,11 +53,7 @@ rule evaluate:
     resources:
         # the string table (for in_train), and per prompt blocks x bins x vocab counts (uint32 summed in
         # place: 6 bytes per count measured at 20,000 prompts, paper_short; 24 declared)
-        mem_mb=lambda wc, input: int(
-            550
-            + (table_rows(input.strings) * STRING_BYTES + table_rows(input.prompts) * 24 * N_LAYER * N_BINS * 65)
-            / 2**20
-        ),
+        mem_mb=total(per_row("strings", 550, STRING_BYTES), per_row("prompts", 0, vocab_bytes=24 * N_LAYER * N_BINS)),
         runtime=5,
     log:
         results("logs/evaluate_{mode}.log"),

@@ -1,8 +1,7 @@
 # Attention as a dynamical system (method.md §10): attention spectra, depth-wise trajectories
 # through the logit and tuned lenses, speaker probes. Heavy rules are one job per seed
 # ({seed} wildcard); the target runs the original seed only, as the analysis asks.
-import json
-from pathlib import Path
+from tinylens.resources import attention_memory
 
 ATTENTION = SETTINGS["attention"]
 
@@ -11,28 +10,8 @@ ATTENTION_DIR = results("attention/seed{seed}")  # one folder per seed; the targ
 ATTENTION_ORIGINAL = results(f"attention/seed{ORIGINAL}")
 
 
-# --- resources: each job's arrays grow with the preset's sizes (model width, context, windows, vocabulary);
-# base MB (Python, torch, the model) plus MB per array copy, fitted to the test and small presets' peaks
-# with a quarter or more to spare (docs/benchmarks.md) ---
-_A_MODEL = SETTINGS["model"]
-_A_DEPTHS, _A_T = _A_MODEL["n_layer"] + 1, _A_MODEL["block_size"]
-# one batch of 16 windows' attention patterns in float64, every block and head
-_A_PATTERNS = (_A_MODEL["n_layer"] * 16 * _A_MODEL["n_head"] * _A_T**2 * 8) / 2**20
-# the tuned lens's training positions: residual streams at every depth, float32 (held twice while gathered)
-_A_LENS = (_A_DEPTHS * ATTENTION["lens_sequences"] * _A_T * _A_MODEL["n_embed"] * 4) / 2**20
-# per vocabulary entry: the validation positions' lens distributions at every depth, float64
-_A_TRAJ = (_A_DEPTHS * ATTENTION["sequences"] * _A_T * 8) / 2**20
-# one batch of 256 passages' residual streams at every depth, float32, and one block's attention
-_A_PROBE = (256 * _A_T * (_A_DEPTHS * _A_MODEL["n_embed"] + _A_MODEL["n_head"] * _A_T) * 4) / 2**20
-ATTENTION_MEM = {
-    "spectra": int(450 + 16 * _A_PATTERNS),
-    "tuned_lens": int(550 + 4 * _A_LENS),
-    # the vocabulary from the model's config, known once the model is trained
-    "trajectories": lambda wildcards, input: int(
-        450 + 24 * _A_TRAJ * json.loads(Path(input.config).read_text())["vocab_size"]
-    ),
-    "probes": int(450 + 4 * _A_PROBE),
-}
+# memory of each job: grows with the preset's model width, context, windows and vocabulary
+ATTENTION_MEM = attention_memory(SETTINGS["model"], ATTENTION)
 
 
 rule attention_spectra:

@@ -1,8 +1,7 @@
 # Shared by every stage: the active preset, output paths, wildcard constraints, resources.
-import os
-
 from tinylens.config import active_preset, all_seeds, seed_train_settings
 from tinylens.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
+from tinylens.resources import STRING_BYTES, STRING_VALUE_BYTES, per_row, table_rows, width_factor
 from tinylens.weights import MODEL_FILES
 
 PRESET = config["preset"]
@@ -83,37 +82,10 @@ def figures(category, mem_mb=600, **table):
     return [results(f"figures/{name}.png") for name in table]
 
 
-# --- resources: memory and time of the data-sized rules grow with the rows of their tables ---
+# --- resources: memory and time of the data-sized rules grow with their inputs (tinylens.resources) ---
 D_MODEL = SETTINGS["model"]["n_embed"]
 N_BINS = config["threshold_grid"]["count"]
 PROMPTS_PER_SHARD = -(-max(ANALYSIS["n_prompts"], ANALYSIS["paper_prompts"]) // ANALYSIS["search_shards"])
-#: Bytes per string of the string table in memory (next-token counts of both modes, CSR, the strings),
-#: and per string per activation value (a block read, its unit-vector copy, float64 chunks).
-STRING_BYTES, STRING_VALUE_BYTES = 1900, 16
-
-
-def table_rows(path):
-    """Rows of a Parquet table, from its footer (summed over a list of tables, such as the prompts of
-    every mode). A table not made yet is a FileNotFoundError naming it, which Snakemake reads as
-    "resources to be determined" until its job has run."""
-    import errno
-
-    import pyarrow.parquet as pq
-
-    if not isinstance(path, (str, os.PathLike)):
-        return sum(table_rows(p) for p in path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(errno.ENOENT, "not made yet", str(path))
-    return pq.read_metadata(path).num_rows
-
-
-def per_row(table, base, row_bytes=0, row_seconds=0.0):
-    """Resources that grow with the rows of the input ``table`` (strings or prompts): ``mem_mb`` = base MB
-    plus ``row_bytes`` per row, or ``runtime`` = base minutes plus ``row_seconds`` per row. Coefficients
-    from the peaks of the test and small presets' benchmark records (docs/benchmarks.md)."""
-    if row_seconds:
-        return lambda wildcards, input: int(base + table_rows(input[table]) * row_seconds / 60)
-    return lambda wildcards, input: int(base + table_rows(input[table]) * row_bytes / 2**20)
 
 
 def core_artifacts():
@@ -182,12 +154,3 @@ def absent_sources(wildcards):
 def dump_kinds(wildcards):
     """Prompts keep every kind (the ablation analysis needs them); strings what the preset names."""
     return ANALYSIS["string_kinds"] if wildcards.set == "strings" else ["block_input", "sa_out", "ffwd_out"]
-
-
-def dump_mem_mb(wildcards, input):
-    """The table and its token ids (per row), plus one batch's activations of every kept kind and block
-    (gathered before they are written) and the forward pass's own tensors (about ten more of that size):
-    at paper width the batch term dominates (1.5-2.1 GB measured for 20,000 prompts, docs/benchmarks.md)."""
-    one_tensor = ANALYSIS["dump_batch_size"] * config["substring_length"] * D_MODEL * 4
-    batch_bytes = one_tensor * (len(dump_kinds(wildcards)) * N_LAYER + 10)
-    return int(850 + (table_rows(input.table) * (1900 + 4 * D_MODEL) + batch_bytes) / 2**20)

@@ -20,7 +20,7 @@ rule search_shard:
     threads: ANALYSIS["search_threads"]
     resources:
         mem_mb=per_row("strings", 600, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL),
-        runtime=per_row("strings", 5, row_seconds=2e-7 * PROMPTS_PER_SHARD * N_LAYER * max(1, D_MODEL / 64)),
+        runtime=per_row("strings", 5, row_seconds=2e-7 * PROMPTS_PER_SHARD * N_LAYER * width_factor(D_MODEL)),
         gpu=TRAIN["resources"]["gpu"],
     log:
         results("logs/search_{mode}_{scatteritem}.log"),

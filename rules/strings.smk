@@ -1,3 +1,6 @@
+from tinylens.resources import per_input_byte
+
+
 rule build_strings:
     input:
         tokenizer=rules.tokenize.output.tokenizer,
@@ -15,7 +18,7 @@ rule build_strings:
     resources:
         # index arrays and counts over every window of the text: about 1,000 bytes per token (1,434 MB
         # measured for TinyShakespeare's 1.1 M tokens)
-        mem_mb=lambda wc, input: int(400 + 1200 * (os.path.getsize(input.train) + os.path.getsize(input.val)) / 2**20),
+        mem_mb=per_input_byte(["train", "val"], 400, 1200),
         runtime=10,
     log:
         results("logs/build_strings.log"),
@@ -40,7 +43,7 @@ rule paper_prompts:
         seed=config["paper_prompt_seed"],
     resources:
         # the window keys and np.unique's copies: about 60 bytes per token
-        mem_mb=lambda wc, input: int(400 + 60 * (os.path.getsize(input.train) + os.path.getsize(input.val)) / 2**20),
+        mem_mb=per_input_byte(["train", "val"], 400, 60),
         runtime=5,
     log:
         results("logs/paper_prompts.log"),

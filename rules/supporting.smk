@@ -1,6 +1,7 @@
 # The paper's supporting analyses (method.md §7): ablation, final LayerNorm, the feed-forward-only
 # endpoint and vector sums, token subspaces, and the criterion. Target: `snakemake --cores all supporting`.
 # Reads the core's outputs (models, prompts, prompt activations, search summaries, tuned thresholds).
+from tinylens.resources import forward_batch_mb, prompt_row_bytes, subspace_memory
 from tinylens.supporting.subspaces import check_stages
 
 SUPPORTING = config["supporting"]
@@ -11,13 +12,8 @@ SUBSPACE_STAGES = check_stages(SUPPORTING["subspace_stages"], N_LAYER, "supporti
 PROMPT_TABLES = expand(results("strings/prompts_{mode}.parquet"), mode=MODES)
 
 
-#: Bytes of one forward batch of the per-prompt rules (ablation, final LayerNorm, endpoint): 2048 prompts x
-#: 10 positions. Measured at d_model 384 (paper_short): the batch's activations and the allocator's slack
-#: come to about 45 d_model-wide float32 vectors per position; 64 leaves a third of headroom.
-BATCH_MB = 2048 * 10 * 4 * 64 * D_MODEL / 2**20
-#: Bytes per prompt row: the tables, and the last-position values the endpoint records for every
-#: evaluation prompt of a mode (14 d_model-wide vectors: a sixth of them per row of all modes' tables).
-PROMPT_ROW_BYTES = 2000 + 16 * D_MODEL
+# the per-prompt rules (ablation, final LayerNorm, endpoint): the model, one forward batch, the tables
+BATCH_MB, PROMPT_ROW_BYTES = forward_batch_mb(D_MODEL), prompt_row_bytes(D_MODEL)
 
 
 rule ablation:
@@ -33,7 +29,7 @@ rule ablation:
         # the model and one forward batch; time: 2 full passes, then per block 2 edited passes from that
         # block on and 3 one-token ones, per prompt (about 23 ms at d_model 384 on one core)
         mem_mb=per_row("prompts", 500 + BATCH_MB, PROMPT_ROW_BYTES),
-        runtime=per_row("prompts", 5, row_seconds=2e-3 * max(1, D_MODEL / 64) ** 2),
+        runtime=per_row("prompts", 5, row_seconds=2e-3 * width_factor(D_MODEL) ** 2),
     log:
         results("logs/ablation_seed{seed}.log"),
     benchmark:
@@ -58,7 +54,7 @@ rule final_layernorm:
         seed=SUPPORTING["noise_seed"],
     resources:
         mem_mb=per_row("prompts", 500 + BATCH_MB, PROMPT_ROW_BYTES),
-        runtime=per_row("prompts", 5, row_seconds=1e-3 * max(1, D_MODEL / 64) ** 2),
+        runtime=per_row("prompts", 5, row_seconds=1e-3 * width_factor(D_MODEL) ** 2),
     log:
         results("logs/final_layernorm.log"),
     benchmark:
@@ -79,7 +75,7 @@ rule ffwd_endpoint:
         modes=MODES,
     resources:
         mem_mb=per_row("prompts", 500 + BATCH_MB, PROMPT_ROW_BYTES),
-        runtime=per_row("prompts", 5, row_seconds=1e-3 * max(1, D_MODEL / 64) ** 2),
+        runtime=per_row("prompts", 5, row_seconds=1e-3 * width_factor(D_MODEL) ** 2),
     log:
         results("logs/ffwd_endpoint.log"),
     benchmark:
@@ -132,10 +128,7 @@ rule token_subspaces:
         device=config["device"],
     threads: SUPPORTING_SIZES["subspace_threads"]
     resources:
-        # every token's samples, their gradients and AdamW's two moments (float32), the forward and
-        # backward activations through the rest of the model, and the model: 1,132 MB measured at
-        # d_model 384 (paper_short), 543 at 64
-        mem_mb=1000 + 48 * SUPPORTING_SIZES["subspace_samples"] * 65 * D_MODEL * 4 // 2**20,
+        mem_mb=subspace_memory(SUPPORTING_SIZES["subspace_samples"], D_MODEL),
         # the paper preset's 4 x 50,000 steps are meant for a GPU
         runtime=10 + len(SUBSPACE_STAGES) * SUPPORTING_SIZES["subspace_steps"] // 400,
         gpu=TRAIN["resources"]["gpu"],
@@ -167,7 +160,7 @@ rule criterion:
         grid=config["threshold_grid"],
     resources:
         # per prompt: blocks x bins x vocab counts, their cumulative sums and copies (int64)
-        mem_mb=per_row("prompts", 500, 4 * 8 * N_LAYER * N_BINS * 65),
+        mem_mb=per_row("prompts", 500, vocab_bytes=4 * 8 * N_LAYER * N_BINS),
         runtime=per_row("prompts", 5, row_seconds=0.05),
     log:
         results("logs/criterion_{mode}.log"),
