@@ -52,7 +52,6 @@ import numpy as np
 import torch
 
 from tinylens.activations import load_block
-from tinylens.model import ModelConfig
 from tinylens.search import (
     CountsCSR,
     _tile_matmul,
@@ -62,6 +61,7 @@ from tinylens.search import (
     threshold_edges,
 )
 from tinylens.strings import load_strings
+from tinylens.weights import load_config
 
 EDGES = threshold_edges(0.70, 0.01, 30)
 ORIGINAL = 1337
@@ -182,7 +182,7 @@ def cumulative_to_bins(above: np.ndarray) -> np.ndarray:
 
 def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to: int | None) -> dict:
     """Every method on every block of one shape, taking turns block by block."""
-    cfg = ModelConfig.from_json(inputs["config"])
+    cfg = load_config(inputs["config"])
     table = load_strings(inputs["strings"], cfg.vocab_size)
     counts = table.counts("corpus")
     csr = CountsCSR.from_dense(counts)
@@ -288,7 +288,7 @@ def main() -> None:
     args = parser.parse_args()
 
     small = run_inputs(args.results)
-    n_strings = len(load_strings(small["strings"], ModelConfig.from_json(small["config"]).vocab_size))
+    n_strings = len(load_strings(small["strings"], load_config(small["config"]).vocab_size))
     prompt_rows = np.sort(np.random.default_rng(args.seed + 1).choice(n_strings, args.prompts, replace=False))
     device = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
     if args.device != "cpu":

@@ -1,6 +1,7 @@
 # Shared by every stage: the active preset, output paths, wildcard constraints, resources.
 from tinylens.config import active_preset, all_seeds, seed_train_settings
 from tinylens.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
+from tinylens.interventions import VECTOR_KINDS
 from tinylens.resources import STRING_BYTES, STRING_VALUE_BYTES, per_row, table_rows, width_factor
 from tinylens.weights import MODEL_FILES
 
@@ -153,4 +154,4 @@ def absent_sources(wildcards):
 # --- activation dumps (rules/activations.smk) ---
 def dump_kinds(wildcards):
     """Prompts keep every kind (the ablation analysis needs them); strings what the preset names."""
-    return ANALYSIS["string_kinds"] if wildcards.set == "strings" else ["block_input", "sa_out", "ffwd_out"]
+    return ANALYSIS["string_kinds"] if wildcards.set == "strings" else list(VECTOR_KINDS)

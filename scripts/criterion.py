@@ -9,17 +9,17 @@ from tinylens.activations import load_block
 from tinylens.approx import grid_index, select_thresholds, summary_for_prompts
 from tinylens.corpus import CharTokenizer
 from tinylens.jobs import job
-from tinylens.model import ModelConfig
 from tinylens.search import cumulative, threshold_edges
 from tinylens.strings import load_prompts
 from tinylens.supporting.criterion import CriterionSettings, criterion_by_block, criterion_columns, criterion_summary
 from tinylens.supporting.inputs import load_subspaces
 from tinylens.supporting.schemas import criterion_schema
 from tinylens.tables import write_table
+from tinylens.weights import load_config
 
 with job(snakemake) as j:
     inp, out, p = j.input, j.output, j.params
-    cfg = ModelConfig.from_json(inp.config)
+    cfg = load_config(inp.config)
     vocab = CharTokenizer.load(inp.tokenizer).vocab
     k = cfg.vocab_size // 2
     edges = threshold_edges(**p.grid)

@@ -2,11 +2,11 @@
 
 from tinylens.dynamics.summary import PhaseSettings, load_curves, seed_summary, summarize
 from tinylens.jobs import job
-from tinylens.model import ModelConfig
+from tinylens.weights import load_config
 
 with job(snakemake) as j:
     inp, p = j.input, j.params
-    cfg = ModelConfig.from_json(inp.config)
+    cfg = load_config(inp.config)
     settings = PhaseSettings(**p.phases)
     per_seed = {}
     for seed, checkpoints, heads in zip(p.seeds, inp.checkpoints, inp.heads, strict=True):

@@ -14,14 +14,14 @@ from tinylens.approx import (
     tuned_setting,
 )
 from tinylens.jobs import job
-from tinylens.model import ModelConfig
 from tinylens.search import cumulative, threshold_edges
 from tinylens.strings import load_prompts, load_strings
 from tinylens.tables import write_table
+from tinylens.weights import load_config
 
 with job(snakemake) as j:
     p, inp, out = j.params, j.input, j.output
-    cfg = ModelConfig.from_json(inp.config)
+    cfg = load_config(inp.config)
     edges = threshold_edges(**p.grid)
     prompts = load_prompts(inp.prompts)
     n = len(prompts["prompt_id"])

@@ -6,12 +6,12 @@ from tinylens.corpus import CharTokenizer, load_ids
 from tinylens.dynamics.measure import HEADS_SCHEMA, checkpoint_schema, measure_model
 from tinylens.dynamics.probes import MeasureSettings, make_probes
 from tinylens.jobs import job
-from tinylens.model import ModelConfig
 from tinylens.tables import write_table
+from tinylens.weights import load_config
 
 with job(snakemake) as j:
     inp, out, p = j.input, j.output, j.params
-    cfg = ModelConfig.from_json(Path(inp.config))
+    cfg = load_config(inp.config)
     settings = MeasureSettings(**p.measure)
     probes = make_probes(load_ids(inp.train), load_ids(inp.val), CharTokenizer.load(inp.tokenizer).vocab_size,
                          cfg.block_size, settings)

@@ -4,11 +4,11 @@
 from tinylens.dynamics.figures import plot_energy_kl
 from tinylens.dynamics.summary import load_curves
 from tinylens.jobs import job
-from tinylens.model import ModelConfig
+from tinylens.weights import load_config
 
 with job(snakemake) as j:
     inp = j.input
-    cfg = ModelConfig.from_json(inp.config)
+    cfg = load_config(inp.config)
     summary = j.read_json(inp.summary)["seeds"]
     curves = {str(seed): load_curves(c, h, cfg.n_layer, cfg.n_head, cfg.block_size)
               for seed, c, h in zip(j.params.seeds, inp.checkpoints, inp.heads, strict=True)}

@@ -4,11 +4,11 @@
 from tinylens.dynamics.figures import plot_head_scores
 from tinylens.dynamics.summary import load_curves
 from tinylens.jobs import job
-from tinylens.model import ModelConfig
+from tinylens.weights import load_config
 
 with job(snakemake) as j:
     inp, seed = j.input, str(j.params.original)
-    cfg = ModelConfig.from_json(inp.config)
+    cfg = load_config(inp.config)
     summary = j.read_json(inp.summary)
     curves = load_curves(inp.checkpoints, inp.heads, cfg.n_layer, cfg.n_head, cfg.block_size)
     plot_head_scores(curves, summary["seeds"][seed], seed, summary["headline"]["prefix_matching_uniform_baseline"],

@@ -5,11 +5,11 @@ derivative (rule plot_dynamics_loss_by_position)."""
 from tinylens.dynamics.figures import plot_loss_by_position
 from tinylens.dynamics.summary import load_curves
 from tinylens.jobs import job
-from tinylens.model import ModelConfig
+from tinylens.weights import load_config
 
 with job(snakemake) as j:
     inp, seed = j.input, str(j.params.original)
-    cfg = ModelConfig.from_json(inp.config)
+    cfg = load_config(inp.config)
     summary = j.read_json(inp.summary)["seeds"][seed]
     curves = load_curves(inp.checkpoints, inp.heads, cfg.n_layer, cfg.n_head, cfg.block_size)
     plot_loss_by_position(curves, summary, seed, j.params.smooth_decades, j.output.figure)

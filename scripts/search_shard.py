@@ -7,13 +7,13 @@ import numpy as np
 
 from tinylens.activations import load_block
 from tinylens.jobs import job
-from tinylens.model import ModelConfig
 from tinylens.search import CountsCSR, search_prompts, threshold_edges, write_summary
 from tinylens.strings import load_prompts, load_strings, prompt_shard
+from tinylens.weights import load_config
 
 with job(snakemake) as j:
     p, inp = j.params, j.input
-    cfg = ModelConfig.from_json(inp.config)
+    cfg = load_config(inp.config)
     table = load_strings(inp.strings, cfg.vocab_size)
     prompts = load_prompts(inp.prompts)
     rows = prompt_shard(len(prompts["prompt_id"]), p.n_shards, p.shard)

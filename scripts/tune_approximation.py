@@ -5,13 +5,13 @@ from pathlib import Path
 from tinylens.activations import load_logits
 from tinylens.approx import save_sweep, softmax, summary_for_prompts, tuning_report
 from tinylens.jobs import job
-from tinylens.model import ModelConfig
 from tinylens.search import cumulative, threshold_edges
 from tinylens.strings import load_prompts
+from tinylens.weights import load_config
 
 with job(snakemake) as j:
     p, inp, out = j.params, j.input, j.output
-    cfg = ModelConfig.from_json(inp.config)
+    cfg = load_config(inp.config)
     edges = threshold_edges(**p.grid)
     prompts = load_prompts(inp.prompts)
     _, counts = summary_for_prompts(inp.shards, prompts["prompt_id"], cfg.n_layer, len(edges), cfg.vocab_size)

@@ -6,14 +6,14 @@ from pathlib import Path
 
 from tinylens.activations import load_block
 from tinylens.jobs import job
-from tinylens.model import ModelConfig
 from tinylens.search import load_summary, threshold_edges
 from tinylens.strings import load_prompts, load_strings
 from tinylens.verification import sample_prompt_ids, verify_search
+from tinylens.weights import load_config
 
 with job(snakemake) as j:
     p, inp = j.params, j.input
-    cfg = ModelConfig.from_json(inp.config)
+    cfg = load_config(inp.config)
     edges = threshold_edges(**p.grid)
     table = load_strings(inp.strings, cfg.vocab_size)
     string_dir = Path(inp.string_logits).parent

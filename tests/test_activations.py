@@ -11,6 +11,7 @@ from tinylens.activations import (
     load_logits,
 )
 from tinylens.corpus import CharTokenizer
+from tinylens.interventions import record_activations
 from tinylens.model import ModelConfig, Transformer
 
 CFG = ModelConfig(vocab_size=65, block_size=16, n_embed=16, n_layer=3, n_head=2, dropout=0.0)
@@ -47,7 +48,7 @@ def dump(tmp_path_factory, model, tokenizer, strings):
 def _direct(model, tokenizer, s: str):
     ids = torch.from_numpy(tokenizer.encode(s).astype(np.int64))[None]
     with torch.no_grad():
-        return model.forward_with_activations(ids, positions="last")
+        return record_activations(model, ids, positions="last")
 
 
 def test_dump_writes_one_file_per_block_and_logits(dump):
@@ -146,7 +147,7 @@ def test_missing_block_file_is_file_not_found(tmp_path):
 
 def test_failed_dump_leaves_no_files(tmp_path, model, tokenizer, strings, monkeypatch):
     calls = []
-    original = model.forward_with_activations
+    original = record_activations
 
     def flaky(*args, **kwargs):
         calls.append(1)
@@ -154,7 +155,7 @@ def test_failed_dump_leaves_no_files(tmp_path, model, tokenizer, strings, monkey
             raise RuntimeError("interrupted")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(model, "forward_with_activations", flaky)
+    monkeypatch.setattr("tinylens.activations.record_activations", flaky)
     with pytest.raises(RuntimeError, match="interrupted"):
         dump_activations(model, tokenizer, strings[:50], tmp_path, ["ffwd_out"], batch_size=16, progress=False)
     assert list(tmp_path.iterdir()) == []

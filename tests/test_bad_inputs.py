@@ -114,21 +114,21 @@ def _shard_of_another_run(config):
 def _foreign_weights(config):
     from tinylens.config import model_config
     from tinylens.model import Transformer
-    from tinylens.weights import load_model, save_model
+    from tinylens.weights import load_model, save_config, save_model
 
     directory = Path("results/test/models/seed1337")
     save_model(directory, Transformer(model_config(config["presets"]["small"]["model"], 65)))
-    model_config(config["presets"]["test"]["model"], 65).to_json(directory / "config.json")
+    save_config(directory / "config.json", model_config(config["presets"]["test"]["model"], 65))
     load_model(directory)
 
 
 def _random_bytes_as_weights(config):
     from tinylens.config import model_config
-    from tinylens.weights import load_model
+    from tinylens.weights import load_model, save_config
 
     directory = Path("results/test/models/seed1337")
     directory.mkdir(parents=True)
-    model_config(config["presets"]["test"]["model"], 65).to_json(directory / "config.json")
+    save_config(directory / "config.json", model_config(config["presets"]["test"]["model"], 65))
     (directory / "model.safetensors").write_bytes(np.random.default_rng(0).bytes(1000))
     load_model(directory)
 

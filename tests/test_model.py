@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from tinylens.config import active_preset, model_config
-from tinylens.model import ACTIVATION_NAMES, ModelConfig, Transformer
+from tinylens.interventions import ACTIVATION_KINDS, record_activations
+from tinylens.model import ModelConfig, Transformer
 from tinylens.reference import ReferenceTransformer, load_fused_weights
 
 SMALL = ModelConfig(vocab_size=65, block_size=16, n_embed=32, n_layer=3, n_head=4, dropout=0.1)
@@ -28,7 +29,7 @@ def test_paper_preset_has_the_published_parameter_count(config):
 
 def test_block_output_is_input_plus_sa_out_plus_ffwd_out(model, idx):
     with torch.no_grad():
-        logits, acts = model.forward_with_activations(idx, positions="all")
+        logits, acts = record_activations(model, idx, positions="all")
         x = acts["block_input"]
         for b in range(SMALL.n_layer - 1):
             torch.testing.assert_close(x[b + 1], x[b] + acts["sa_out"][b] + acts["ffwd_out"][b])
@@ -45,16 +46,16 @@ def test_block_output_is_input_plus_sa_out_plus_ffwd_out(model, idx):
 def test_instrumented_forward_gives_the_plain_logits(model, idx, positions):
     with torch.no_grad():
         plain, _ = model(idx)
-        logits, acts = model.forward_with_activations(idx, positions=positions)
+        logits, acts = record_activations(model, idx, positions=positions)
     expected = plain if positions == "all" else plain[:, -1]
     torch.testing.assert_close(logits, expected, rtol=1e-5, atol=1e-5)
-    assert set(acts) == set(ACTIVATION_NAMES)
+    assert set(acts) == set(ACTIVATION_KINDS)
 
 
 def test_last_position_is_a_slice_of_all_positions(model, idx):
     with torch.no_grad():
-        _, every = model.forward_with_activations(idx, positions="all")
-        _, last = model.forward_with_activations(idx, positions="last")
+        _, every = record_activations(model, idx, positions="all")
+        _, last = record_activations(model, idx, positions="last")
     b, n, pos, d = SMALL.n_layer, idx.shape[0], idx.shape[1], SMALL.n_embed
     assert last["ffwd_out"].shape == (b, n, d)
     assert every["ffwd_out"].shape == (b, n, pos, d)
@@ -66,7 +67,7 @@ def test_last_position_is_a_slice_of_all_positions(model, idx):
 
 def test_attention_pattern_is_causal_and_row_stochastic(model, idx):
     with torch.no_grad():
-        _, acts = model.forward_with_activations(idx, positions="all")
+        _, acts = record_activations(model, idx, positions="all")
     pattern = acts["attn_pattern"]  # [block batch n_heads pos pos]
     torch.testing.assert_close(pattern.sum(-1), torch.ones(pattern.shape[:-1]))
     upper = torch.triu(torch.ones(idx.shape[1], idx.shape[1], dtype=torch.bool), diagonal=1)
@@ -108,3 +109,24 @@ def test_every_preset_builds(config):
     for name in config["presets"]:
         cfg = model_config(active_preset({**config, "preset": name})["model"], vocab_size=65)
         assert Transformer(cfg).config.n_layer == 6
+
+
+def test_the_model_imports_nothing_from_the_project(repo):
+    """model.py is the leaf every module builds on: it knows neither the analyses (tinylens.interventions
+    records and edits its activations) nor the disk (tinylens.weights reads and writes it)."""
+    import ast
+
+    tree = ast.parse((repo / "src/tinylens/model.py").read_text(encoding="utf-8"))
+    imported = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert not {m for m in imported if m.startswith("tinylens")}, imported
+
+
+def test_the_config_offers_the_activation_kinds_the_library_dumps(repo):
+    import yaml
+
+    from tinylens.interventions import VECTOR_KINDS
+
+    schema = yaml.safe_load((repo / "config/schema.yaml").read_text(encoding="utf-8"))
+    kinds = schema["$defs"]["preset"]["properties"]["analysis"]["properties"]["string_kinds"]
+    assert set(kinds["items"]["enum"]) == set(VECTOR_KINDS)

@@ -16,9 +16,10 @@ import torch
 from safetensors.torch import load_file
 
 from tinylens.corpus import CharTokenizer
-from tinylens.model import ModelConfig, Transformer
+from tinylens.interventions import record_activations
+from tinylens.model import Transformer
 from tinylens.train import LOSS_COLUMNS, METRICS_KEYS
-from tinylens.weights import load_weights
+from tinylens.weights import load_config, load_weights
 
 from conftest import run_snakemake, snakemake_cmd
 
@@ -67,7 +68,7 @@ def test_every_checkpoint_loads_and_the_last_is_the_model(finished_run, test_pre
     for seed in SEEDS:
         expected_steps = schedule(test_preset, seed)  # 1442: spaced to its own last step
         model_dir = finished_run / f"models/seed{seed}"
-        cfg = ModelConfig.from_json(model_dir / "config.json")
+        cfg = load_config(model_dir / "config.json")
         checkpoints = sorted((model_dir / "checkpoints").glob("step_*.safetensors"))
         assert [int(p.stem.split("_")[1]) for p in checkpoints] == expected_steps
         for path in checkpoints:
@@ -257,7 +258,7 @@ def test_dumps_equal_a_direct_forward_of_the_model(finished_run):
         rows = rng.choice(len(texts), 5, replace=False)
         ids = torch.tensor(np.stack([tokenizer.encode(texts[i]) for i in rows]).astype(np.int64))
         with torch.no_grad():
-            logits, acts = model.forward_with_activations(ids, positions="last")
+            logits, acts = record_activations(model, ids, positions="last")
         directory = finished_run / f"activations/seed1337/{name}"
         for b in range(model.config.n_layer):
             dumped = load_block(directory, b, "ffwd_out", model.config.n_embed)[rows]

@@ -3,7 +3,7 @@
 Each string is run as its own sequence (positions 0..n-1, eval mode) and the
 last position's activations are kept. One file per block,
 ``block{b}.parquet``, with one fixed-size-list column per activation kind
-(names from :data:`tinylens.model.ACTIVATION_NAMES`), rows in the order of the
+(names from :data:`tinylens.interventions.VECTOR_KINDS`), rows in the order of the
 strings; and ``logits.parquet`` with the model's last-position logits.
 Batches stream to disk, so memory stays at one batch whatever the scale.
 
@@ -28,10 +28,10 @@ import torch
 from tqdm.auto import tqdm
 
 from tinylens.corpus import CharTokenizer
+from tinylens.interventions import VECTOR_KINDS, record_activations
 from tinylens.model import Transformer
 from tinylens.tables import REMEDY, Schema, open_table, read_fixed_list, table_writer
 
-VECTOR_KINDS = ("block_input", "sa_out", "ffwd_out")
 #: The footer key holding :func:`strings_digest` of the strings a dump was made for.
 STRINGS_KEY = "tinylens.strings_sha256"
 
@@ -96,7 +96,7 @@ def dump_activations(model: Transformer, tokenizer: CharTokenizer, strings: Sequ
         for start in tqdm(range(0, len(strings), batch_size), disable=not progress, unit="batch",
                           desc=f"dumping {len(strings):,} strings"):
             batch = torch.from_numpy(ids[start : start + batch_size].astype(np.int64)).to(device)
-            logits, acts = model.forward_with_activations(batch, positions="last", patterns=False)
+            logits, acts = record_activations(model, batch, positions="last", patterns=False)
             for b, write in enumerate(writers):
                 write({k: acts[k][b].float().cpu().numpy() for k in kinds})
             write_logits({"logits": logits.float().cpu().numpy()})

@@ -11,6 +11,7 @@ import torch
 
 from tinylens.approx import combine
 from tinylens.corpus import CharTokenizer
+from tinylens.interventions import record_activations
 from tinylens.measures import cosine_matrix, hellinger, softmax
 from tinylens.model import Transformer
 from tinylens.tables import Schema
@@ -39,7 +40,7 @@ def prompt_activations(model: Transformer, tokenizer: CharTokenizer, prompts: Se
     """(ffwd_out [blocks prompts d_model], model distribution [prompts vocab]) at the last position."""
     model.eval()
     ids = torch.from_numpy(tokenizer.encode("".join(prompts)).reshape(len(prompts), -1).astype(np.int64))
-    logits, acts = model.forward_with_activations(ids, positions="last", patterns=False)
+    logits, acts = record_activations(model, ids, positions="last", patterns=False)
     return acts["ffwd_out"].double().numpy(), softmax(logits).numpy()
 
 

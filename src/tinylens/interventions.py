@@ -60,6 +60,12 @@ from torch import Tensor
 
 from tinylens.model import Transformer
 
+#: The activations the analyses keep, one stable name each, used unchanged as Parquet column and file
+#: names: ``block_input`` the residual stream entering a block, ``sa_out`` the attention output added to
+#: it, ``ffwd_out`` the feed-forward output added after that, ``attn_pattern`` the attention weights.
+ACTIVATION_KINDS = ("block_input", "sa_out", "ffwd_out", "attn_pattern")
+#: Those of them that are d_model-wide vectors (what activation dumps hold).
+VECTOR_KINDS = ACTIVATION_KINDS[:3]
 #: Hook kinds of one block, in forward order.
 BLOCK_HOOKS = ("block_input", "q", "k", "v", "attn_pattern", "z", "sa_out", "resid_mid", "ffwd_out",
                "block_output")
@@ -203,6 +209,24 @@ def run_in_batches(model: Transformer, tokens: Tensor | None = None, *, resid: T
         return traces[0]
     return Trace(logits=torch.cat([t.logits for t in traces]),
                  cache={name: torch.cat([t.cache[name] for t in traces]) for name in traces[0].cache})
+
+
+def record_activations(model: Transformer, idx: Tensor, positions: str = "last",
+                       patterns: bool = True) -> tuple[Tensor, dict[str, Tensor]]:
+    """A forward pass that also returns every block's :data:`ACTIVATION_KINDS`, stacked over blocks.
+
+    Returns ``(logits, acts)``. With ``positions="all"``: logits ``[batch pos vocab]``; ``acts[name]`` is
+    ``[block batch pos d_model]`` for ``block_input``/``sa_out``/``ffwd_out`` and
+    ``[block batch n_heads pos pos]`` for ``attn_pattern``. With ``positions="last"`` the ``pos`` axis of
+    the logits and of the activations (the query axis of the pattern) is dropped, keeping the last
+    position only: ``[batch vocab]``, ``[block batch d_model]`` and ``[block batch n_heads pos]``.
+    ``patterns=False`` leaves out ``attn_pattern`` and uses the fused attention kernel.
+    """
+    if positions not in ("last", "all"):
+        raise ValueError(f"positions must be 'last' or 'all', not {positions!r}")
+    kinds = [k for k in ACTIVATION_KINDS if patterns or k != "attn_pattern"]
+    trace = run(model, idx, record=[f"blocks.*.{k}" for k in kinds], last_only=positions == "last")
+    return trace.logits, {k: trace.stacked(k) for k in kinds}
 
 
 # --- edits -------------------------------------------------------------------------------------

@@ -12,30 +12,21 @@ The query/key/value maps of all heads are fused into one bias-free
 one ``Linear(d_model, d_head)`` per head (``tinylens.reference`` holds that
 per-head form and a test checks both give the same logits).
 
-Activations the analyses read have one stable name each, used unchanged as
-Parquet column and file names: see :data:`ACTIVATION_NAMES`.
+Every intermediate passes through a ``hook`` when one is given (:class:`Hook`);
+``tinylens.interventions`` names them and records or edits them. This module
+imports nothing else from the project: the model knows neither the analyses
+nor the disk (``tinylens.weights`` reads and writes it).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
-from typing import Literal, Protocol
+from dataclasses import dataclass, fields
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-
-#: Per-block activations recorded by :meth:`Transformer.forward_with_activations` (the hook
-#: points of ``tinylens.interventions`` with these kinds).
-#: ``block_input`` is the residual stream entering the block, ``sa_out`` the
-#: attention output added to it, ``ffwd_out`` the feed-forward output added
-#: after that, ``attn_pattern`` the attention weights (after softmax).
-ACTIVATION_NAMES = ("block_input", "sa_out", "ffwd_out", "attn_pattern")
-
-Positions = Literal["last", "all"]
 
 
 class Hook(Protocol):
@@ -85,24 +76,6 @@ class ModelConfig:
                 f"expected exactly {sorted(names)}"
             )
         return cls(**values)  # type: ignore[arg-type]
-
-    def to_json(self, path: Path) -> None:
-        from tinylens.atomic import write_json
-
-        write_json(path, asdict(self))
-
-    @classmethod
-    def from_json(cls, path: Path) -> ModelConfig:
-        try:
-            values = json.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise FileNotFoundError(
-                f"model config {path} is missing: it is written beside model.safetensors "
-                "by the train rule; rerun it or `dvc pull` the model"
-            ) from None
-        except json.JSONDecodeError as err:
-            raise ValueError(f"model config {path} is not valid JSON ({err})") from None
-        return cls.from_dict(values, source=str(path))
 
 
 class CausalSelfAttention(nn.Module):
@@ -245,29 +218,6 @@ class Transformer(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
         return logits, loss
-
-    def forward_with_activations(
-        self, idx: Tensor, positions: Positions = "last", patterns: bool = True
-    ) -> tuple[Tensor, dict[str, Tensor]]:
-        """Forward pass that also returns every block's activations, stacked over blocks.
-
-        Returns ``(logits, acts)``. With ``positions="all"``: logits
-        ``[batch pos vocab]``; ``acts[name]`` is ``[block batch pos d_model]``
-        for ``block_input``/``sa_out``/``ffwd_out`` and
-        ``[block batch n_heads pos pos]`` for ``attn_pattern``. With
-        ``positions="last"`` the ``pos`` axis of the logits and of the
-        activations (the query axis of the pattern) is dropped, keeping the last
-        position only: ``[batch vocab]``, ``[block batch d_model]`` and
-        ``[block batch n_heads pos]``. ``patterns=False`` leaves out
-        ``attn_pattern`` and uses the fused attention kernel.
-        """
-        if positions not in ("last", "all"):
-            raise ValueError(f"positions must be 'last' or 'all', not {positions!r}")
-        from tinylens.interventions import run  # the one instrumented forward pass
-
-        kinds = [k for k in ACTIVATION_NAMES if patterns or k != "attn_pattern"]
-        trace = run(self, idx, record=[f"blocks.*.{k}" for k in kinds], last_only=positions == "last")
-        return trace.logits, {k: trace.stacked(k) for k in kinds}
 
     @torch.no_grad()
     def generate(self, idx: Tensor, max_new_tokens: int, generator: torch.Generator | None = None,

@@ -7,13 +7,15 @@ what to do when it is not.
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from tinylens.atomic import atomic_path
+from tinylens.atomic import atomic_path, write_json
 from tinylens.model import ModelConfig, Transformer
 
 WEIGHTS_FILE = "model.safetensors"
@@ -36,11 +38,30 @@ def save_weights(path: str | Path, model: Transformer, metadata: dict[str, str] 
         save_file(state_dict_for_saving(model), str(tmp), metadata=metadata)
 
 
+def save_config(path: str | Path, config: ModelConfig) -> None:
+    """A model's shape as JSON (``config.json``), atomically."""
+    write_json(path, asdict(config))
+
+
+def load_config(path: str | Path) -> ModelConfig:
+    """The :class:`ModelConfig` of a ``config.json``, saying what to do when it is missing or not JSON."""
+    try:
+        values = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"model config {path} is missing: it is written beside model.safetensors "
+            "by the train rule; rerun it or `dvc pull` the model"
+        ) from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"model config {path} is not valid JSON ({err})") from None
+    return ModelConfig.from_dict(values, source=str(path))
+
+
 def save_model(directory: str | Path, model: Transformer) -> None:
     """Write ``model.safetensors`` and ``config.json`` into ``directory``."""
     directory = Path(directory)
     save_weights(directory / WEIGHTS_FILE, model)
-    model.config.to_json(directory / CONFIG_FILE)
+    save_config(directory / CONFIG_FILE, model.config)
 
 
 def load_state(path: str | Path) -> dict[str, torch.Tensor]:
@@ -80,7 +101,7 @@ def load_weights(model: Transformer, path: str | Path) -> Transformer:
 def load_model(directory: str | Path, device: str | torch.device = "cpu") -> Transformer:
     """Rebuild the model from ``config.json`` and ``model.safetensors`` in ``directory``, in eval mode."""
     directory = Path(directory)
-    model = Transformer(ModelConfig.from_json(directory / CONFIG_FILE))
+    model = Transformer(load_config(directory / CONFIG_FILE))
     load_weights(model, directory / WEIGHTS_FILE)
     return model.to(device).eval()
 
@@ -111,6 +132,6 @@ def checkpoint_steps(model_dir: str | Path) -> list[int]:
 
 def load_checkpoint(model_dir: str | Path, step: int, device: str | torch.device = "cpu") -> Transformer:
     """The model of ``model_dir`` (its ``config.json``) with the weights saved at ``step``, in eval mode."""
-    model = Transformer(ModelConfig.from_json(Path(model_dir) / CONFIG_FILE))
+    model = Transformer(load_config(Path(model_dir) / CONFIG_FILE))
     load_weights(model, checkpoint_path(model_dir, step))
     return model.to(device).eval()
