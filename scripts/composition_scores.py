@@ -6,7 +6,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from tinylens.circuits.composition import SCORES_SCHEMA, score_table
-from tinylens.circuits.training import checkpoint_files, scores_over_training
+from tinylens.circuits.training import scores_over_training
 from tinylens.jobs import job
 from tinylens.tables import write_table
 from tinylens.weights import load_model
@@ -17,9 +17,9 @@ with job(snakemake) as j:
     step = j.read_json(inp.metrics)["steps"]
     write_table(out.scores, SCORES_SCHEMA, score_table(model, p.seed, step, p.samples, p.baseline_seed))
     j.log.info("wrote every pair's Q/K/V scores (both bases, LayerNorm ignored and folded) to %s", out.scores)
-    checkpoints = checkpoint_files(inp.checkpoints)
-    cols = scores_over_training(checkpoints, model.config, p.seed, p.samples, p.baseline_seed,
+    cols = scores_over_training(Path(inp.weights).parent, p.seed, p.samples, p.baseline_seed,
                                 progress=lambda items: tqdm(items, desc=f"seed {p.seed} checkpoints", file=sys.stderr))
     write_table(out.over_training, SCORES_SCHEMA, cols)
-    j.log.info("wrote K-composition (LayerNorm ignored) at %d checkpoints (steps %s) to %s", len(checkpoints),
-               [s for s, _ in checkpoints], out.over_training)
+    steps = sorted(set(cols["step"]))
+    j.log.info("wrote K-composition (LayerNorm ignored) at %d checkpoints (steps %s) to %s", len(steps), steps,
+               out.over_training)

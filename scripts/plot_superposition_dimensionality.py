@@ -3,7 +3,8 @@
 from tinylens.jobs import job
 from tinylens.superposition.levels import parse_fractions
 from tinylens.superposition.plots import plot_dimensionality
-from tinylens.superposition.schemas import DIMENSIONALITY_FEATURES, DIMENSIONALITY_MODELS, read_columns
+from tinylens.superposition.schemas import DIMENSIONALITY_FEATURES, DIMENSIONALITY_MODELS
+from tinylens.tables import read_columns
 
 with job(snakemake) as j:
     plot_dimensionality(read_columns(j.input.models, DIMENSIONALITY_MODELS),

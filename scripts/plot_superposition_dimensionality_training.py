@@ -4,7 +4,8 @@
 from tinylens.jobs import job
 from tinylens.superposition.levels import parse_fractions
 from tinylens.superposition.plots import plot_dimensionality_training
-from tinylens.superposition.schemas import DIMENSIONALITY_JUMPS, DIMENSIONALITY_TRAINING, read_columns
+from tinylens.superposition.schemas import DIMENSIONALITY_JUMPS, DIMENSIONALITY_TRAINING
+from tinylens.tables import read_columns
 
 with job(snakemake) as j:
     plot_dimensionality_training(read_columns(j.input.training, DIMENSIONALITY_TRAINING),

@@ -4,7 +4,8 @@
 from tinylens.jobs import job
 from tinylens.superposition.levels import parse_fractions
 from tinylens.superposition.plots import plot_fraction_histogram
-from tinylens.superposition.schemas import DIMENSIONALITY_FEATURES, read_columns
+from tinylens.superposition.schemas import DIMENSIONALITY_FEATURES
+from tinylens.tables import read_columns
 
 with job(snakemake) as j:
     summary = j.read_json(j.input.metrics)["dimensionality"]

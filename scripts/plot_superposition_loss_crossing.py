@@ -4,7 +4,8 @@
 
 from tinylens.jobs import job
 from tinylens.superposition.plots import plot_loss_crossing
-from tinylens.superposition.schemas import NONUNIFORM_MODELS, read_columns
+from tinylens.superposition.schemas import NONUNIFORM_MODELS
+from tinylens.tables import read_columns
 
 with job(snakemake) as j:
     summary = j.read_json(j.input.metrics)["phase_change"]

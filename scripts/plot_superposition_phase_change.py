@@ -3,7 +3,8 @@
 
 from tinylens.jobs import job
 from tinylens.superposition.plots import plot_phase_change
-from tinylens.superposition.schemas import NONUNIFORM_FEATURES, NONUNIFORM_MODELS, read_columns
+from tinylens.superposition.schemas import NONUNIFORM_FEATURES, NONUNIFORM_MODELS
+from tinylens.tables import read_columns
 
 with job(snakemake) as j:
     plot_phase_change(read_columns(j.input.models, NONUNIFORM_MODELS),

@@ -3,7 +3,8 @@
 
 from tinylens.jobs import job
 from tinylens.superposition.plots import plot_phase_diagram
-from tinylens.superposition.schemas import PHASE_BOUNDARY, PHASE_CELLS, read_columns
+from tinylens.superposition.schemas import PHASE_BOUNDARY, PHASE_CELLS
+from tinylens.tables import read_columns
 
 with job(snakemake) as j:
     plot_phase_diagram(read_columns(j.input.cells, PHASE_CELLS),

@@ -2,7 +2,8 @@
 
 from tinylens.jobs import job
 from tinylens.superposition.plots import plot_polygons
-from tinylens.superposition.schemas import UNIFORM_FEATURES, UNIFORM_MODELS, read_columns
+from tinylens.superposition.schemas import UNIFORM_FEATURES, UNIFORM_MODELS
+from tinylens.tables import read_columns
 
 with job(snakemake) as j:
     plot_polygons(read_columns(j.input.models, UNIFORM_MODELS),

@@ -2,7 +2,8 @@
 
 from tinylens.jobs import job
 from tinylens.superposition.experiments import SummarySettings, summarize_tables
-from tinylens.superposition.schemas import TABLES, read_columns
+from tinylens.superposition.schemas import TABLES
+from tinylens.tables import read_columns
 
 with job(snakemake) as j:
     p = j.params

@@ -8,16 +8,15 @@ from tinylens.supporting.schemas import (
     SCALING_SCHEMA,
     ablation_schema,
     load_subspace_tokens,
-    table_columns,
 )
 from tinylens.supporting.summary import family_metrics, split_by_mode, summarize_stage
-from tinylens.tables import read_table
+from tinylens.tables import read_columns
 
 with job(snakemake) as j:
     inp, p = j.input, j.params
-    per_mode = lambda path, schema: split_by_mode(table_columns(read_table(path, schema)), p.modes)  # noqa: E731
+    per_mode = lambda path, schema: split_by_mode(read_columns(path, schema), p.modes)  # noqa: E731
     result = family_metrics(
-        ablation={seed: table_columns(read_table(path, ablation_schema(p.n_blocks)))
+        ablation={seed: read_columns(path, ablation_schema(p.n_blocks))
                   for seed, path in zip(p.seeds, inp.ablation, strict=True)},
         scaling=per_mode(inp.scaling, SCALING_SCHEMA),
         noise=per_mode(inp.noise, NOISE_SCHEMA),

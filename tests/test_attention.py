@@ -196,7 +196,7 @@ def test_logit_lens_at_the_last_depth_is_the_model(model):
     assert float(stats["kl"][-1].abs().max()) < 1e-12 and float(stats["kl"][:-1].min()) >= -1e-12
     probs = measures.softmax(logits)
     torch.testing.assert_close(stats["prob"][-1], probs.gather(-1, targets[..., None])[..., 0])
-    torch.testing.assert_close(stats["rank"][-1], measures.rank_of(logits, targets))
+    torch.testing.assert_close(stats["rank"][-1], measures.descending_ranks(logits, base=1, ties="shared", index=targets))
     torch.testing.assert_close(stats["entropy"][-1], measures.entropy(probs))
 
 

@@ -33,7 +33,7 @@ from tinylens.circuits.symmetry import (
     with_layernorm_eps,
     without_layernorm,
 )
-from tinylens.circuits.training import across_seeds, checkpoint_files, formation, top_pairs
+from tinylens.circuits.training import across_seeds, formation, top_pairs
 from tinylens.interventions import head_weights, run
 from tinylens.measures import kendall_tau
 from tinylens.model import ModelConfig, Transformer
@@ -360,15 +360,6 @@ def test_across_seeds_compares_layer_pairs_not_head_labels():
     out = across_seeds(frame(rows), original=1, n_layer=3, n=2)["residual/ignored"]["K"]
     assert out["alternates"]["2"] == {"kendall_tau_layer_pairs": 1.0, "shared_strongest": 2}
     assert out["strongest_layer_pairs"]["1"] == ["0->1", "0->2"]
-
-
-def test_checkpoint_files_sorted_by_step_and_missing_ones_explained(tmp_path):
-    for step in (200, 0, 50):
-        (tmp_path / f"step_{step:06d}.safetensors").write_bytes(b"")
-    (tmp_path / "notes.txt").write_text("")
-    assert [s for s, _ in checkpoint_files(tmp_path)] == [0, 50, 200]
-    with pytest.raises(FileNotFoundError, match="train rule"):
-        checkpoint_files(tmp_path / "none")
 
 
 # --- the family end to end, on the session's `test` preset run --------------------------------------

@@ -1,6 +1,7 @@
 """One definition of each quantity: known values, and NumPy and torch agree."""
 
 import math
+from functools import partial
 
 import numpy as np
 import pytest
@@ -61,15 +62,39 @@ def test_cosine_matrix_is_batched_over_leading_axes():
         np.testing.assert_allclose(batched[i], measures.cosine_matrix(a[i], b[i]))
         np.testing.assert_allclose(batched[i, 2, 4], measures.cosine(a[i, 2], b[i, 4]))
     np.testing.assert_allclose(measures.cosine_matrix(torch.from_numpy(a), torch.from_numpy(b)).numpy(), batched)
-def test_rank_of_counts_strictly_larger_entries():
+def test_rank_of_one_entry_counts_strictly_larger_entries():
+    rank_of = partial(measures.descending_ranks, base=1, ties="shared")
     scores = np.array([[0.1, 0.5, 0.3, 0.5], [4.0, 3.0, 2.0, 1.0]])
-    np.testing.assert_array_equal(measures.rank_of(scores, np.array([0, 0])), [4, 1])
-    np.testing.assert_array_equal(measures.rank_of(scores, np.array([1, 3])), [1, 4])  # tie with index 3
-    np.testing.assert_array_equal(measures.rank_of(scores, np.array([2, 2])), [3, 3])
-    ranked = measures.rank_of(torch.from_numpy(scores), torch.tensor([1, 1]))
+    np.testing.assert_array_equal(rank_of(scores, index=np.array([0, 0])), [4, 1])
+    np.testing.assert_array_equal(rank_of(scores, index=np.array([1, 3])), [1, 4])  # tie with index 3
+    np.testing.assert_array_equal(rank_of(scores, index=np.array([2, 2])), [3, 3])
+    ranked = rank_of(torch.from_numpy(scores), index=torch.tensor([1, 1]))
     assert ranked.dtype == torch.int64 and ranked.tolist() == [1, 2]  # the tie counts in the entry's favour
     batch = np.random.default_rng(0).normal(size=(2, 3, 9))
     idx = np.array([[0, 4, 8], [1, 2, 3]])
     expected = [[1 + int((batch[i, j] > batch[i, j, idx[i, j]]).sum()) for j in range(3)] for i in range(2)]
-    np.testing.assert_array_equal(measures.rank_of(batch, idx), expected)
-    np.testing.assert_array_equal(measures.rank_of(torch.from_numpy(batch), torch.from_numpy(idx)).numpy(), expected)
+    np.testing.assert_array_equal(rank_of(batch, index=idx), expected)
+    np.testing.assert_array_equal(rank_of(torch.from_numpy(batch), index=torch.from_numpy(idx)).numpy(), expected)
+
+
+@pytest.mark.parametrize("to", [np.asarray, torch.as_tensor])
+def test_every_entrys_rank_by_both_tie_rules_and_bases(to):
+    scores = np.array([[0.5, 0.9, 0.5, -1.0, 0.9], [3, 2, 1, 0, -1]], dtype=np.float64)
+    shared = measures.descending_ranks(to(scores), base=1, ties="shared")
+    assert np.asarray(shared).tolist() == [[3, 1, 3, 5, 1], [1, 2, 3, 4, 5]]
+    ordinal = measures.descending_ranks(to(scores), base=0, ties="by_position")
+    assert np.asarray(ordinal).tolist() == [[2, 0, 3, 4, 1], [0, 1, 2, 3, 4]]
+    # many ties (long enough for an unstable sort to reorder them): the earlier entry first
+    tied = np.tile([0.5, 0.2], 50)
+    expected = [i // 2 if i % 2 == 0 else 50 + i // 2 for i in range(100)]
+    assert np.asarray(measures.descending_ranks(to(tied), base=0, ties="by_position")).tolist() == expected
+    # every entry's shared rank is the one-entry rank of it
+    rng = np.random.default_rng(1).integers(0, 4, size=(6, 11)).astype(np.float64)
+    every = np.asarray(measures.descending_ranks(to(rng), base=1, ties="shared"))
+    for i in range(11):
+        np.testing.assert_array_equal(every[:, i], measures.descending_ranks(rng, base=1, ties="shared",
+                                                                             index=np.full(6, i)))
+    with pytest.raises(ValueError, match="ties"):
+        measures.descending_ranks(scores, base=0, ties="dense")
+
+

@@ -12,7 +12,8 @@ from tinylens.superposition.experiments import SummarySettings, log_grid, summar
 from tinylens.superposition.geometry import feature_dimensionality, polygon_name
 from tinylens.superposition.levels import parse_fractions
 from tinylens.superposition.regimes import REGIMES, classify_regime
-from tinylens.superposition.schemas import TABLES, read_columns
+from tinylens.superposition.schemas import TABLES
+from tinylens.tables import read_columns
 
 pytestmark = pytest.mark.workflow
 

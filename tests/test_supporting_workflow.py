@@ -16,9 +16,9 @@ from tinylens.search import cumulative, load_summary, threshold_edges
 from tinylens.strings import load_prompts
 from tinylens.supporting import published
 from tinylens.supporting.inputs import load_subspaces
-from tinylens.supporting.schemas import ablation_schema, criterion_schema, load_subspace_tokens, table_columns
+from tinylens.supporting.schemas import ablation_schema, criterion_schema, load_subspace_tokens
 from tinylens.supporting.subspaces import token_subspaces
-from tinylens.tables import read_table
+from tinylens.tables import read_columns
 from tinylens.weights import load_model
 
 pytestmark = pytest.mark.workflow
@@ -63,7 +63,7 @@ def pick(table, context, variant, mode):
 
 def test_the_ablation_variants_agree_for_the_last_block_on_every_prompt(finished_run):
     for seed in SEEDS:
-        t = table_columns(read_table(finished_run / f"supporting/ablation/seed{seed}.parquet", ablation_schema(6)))
+        t = read_columns(finished_run / f"supporting/ablation/seed{seed}.parquet", ablation_schema(6))
         assert len(t["mode"]) == (120 + 120 + 60) * 4  # corpus, heldout, paper prompts x 2 contexts x 2 variants
         for variant in ("drop_sa", "drop_ffwd"):
             for mode in ("corpus", "heldout", "paper"):
@@ -99,7 +99,7 @@ def test_the_criterion_table_follows_from_the_search_and_the_subspaces(finished_
     above = cumulative(counts, axis=2)
     split = np.asarray(load_prompts(finished_run / f"strings/prompts_{mode}.parquet")["split"])
     tuned = json.loads((finished_run / f"approx/{mode}/tuned.json").read_text())
-    table = table_columns(read_table(finished_run / f"supporting/criterion_{mode}.parquet", criterion_schema()))
+    table = read_columns(finished_run / f"supporting/criterion_{mode}.parquet", criterion_schema())
     _, end = load_subspaces(finished_run / "supporting/subspaces/stage6.safetensors", 65, 32)
     checked = 0
     for block in (0, 5):

@@ -107,18 +107,51 @@ def cosine_matrix(a: Array, b: Array, eps: float = 1e-30) -> Array:
     return (a @ np.swapaxes(b, -1, -2)) / np.maximum(norms, eps)
 
 
-def rank_of(scores: Array, index) -> Array:
-    """1-based rank of entry ``index`` in each row of ``scores``: 1 + the number of strictly larger
-    entries (1 = the largest; a tie counts in the entry's favour). scores ``[... n]``, index
-    ``[...]`` integers -> ``[...]`` int64."""
-    if isinstance(scores, torch.Tensor):
-        index = torch.as_tensor(index, device=scores.device).long()
-        chosen = scores.gather(-1, index.unsqueeze(-1))
-        return (scores > chosen).sum(-1) + 1
+def descending_ranks(scores: Array, *, base: int, ties: str, index=None) -> Array:
+    """Rank of every entry of each row of ``scores`` by decreasing score, counted from ``base`` (0 or 1).
+
+    ``ties="shared"``: tied entries share the best rank among them (``base`` + the number of strictly
+    larger entries: a tie counts in the entry's favour); ``ties="by_position"``: of tied entries the
+    earlier one ranks first, every rank used once. scores ``[... n]`` -> int64 ``[... n]``; with
+    ``index`` (integers ``[...]``), the rank of that entry of each row only: ``[...]``.
+
+    >>> descending_ranks(np.array([0.5, 0.9, 0.5, 0.1]), base=0, ties="by_position").tolist()
+    [1, 0, 2, 3]
+    >>> descending_ranks(np.array([0.5, 0.9, 0.5, 0.1]), base=1, ties="shared").tolist()
+    [2, 1, 2, 4]
+    """
+    if ties not in ("shared", "by_position"):
+        raise ValueError(f"ties must be 'shared' or 'by_position', not {ties!r}")
+    torch_in = isinstance(scores, torch.Tensor)
+    if index is not None and ties == "shared":  # one entry per row: count the larger ones, O(n)
+        if torch_in:
+            index = torch.as_tensor(index, device=scores.device).long()
+            return (scores > scores.gather(-1, index.unsqueeze(-1))).sum(-1) + base
+        scores, index = np.asarray(scores), np.asarray(index).astype(np.int64)
+        chosen = np.take_along_axis(scores, index[..., None], axis=-1)
+        return (scores > chosen).sum(axis=-1).astype(np.int64) + base
+    if torch_in:
+        order = torch.sort(scores, dim=-1, descending=True, stable=True).indices
+        ordered = scores.gather(-1, order)
+        position = torch.arange(scores.shape[-1], device=scores.device).expand_as(order)
+        if ties == "shared":  # each entry takes the position of the first of its run of equal scores
+            starts = torch.ones_like(ordered, dtype=torch.bool)
+            starts[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+            position = torch.where(starts, position, torch.zeros_like(position)).cummax(-1).values
+        ranks = torch.empty_like(order).scatter_(-1, order, position) + base
+        return ranks if index is None else ranks.gather(-1, torch.as_tensor(index).long().unsqueeze(-1)).squeeze(-1)
     scores = np.asarray(scores)
-    index = np.asarray(index).astype(np.int64)
-    chosen = np.take_along_axis(scores, index[..., None], axis=-1)
-    return (scores > chosen).sum(axis=-1).astype(np.int64) + 1
+    order = np.argsort(-scores.astype(np.int64) if scores.dtype.kind == "u" else -scores, axis=-1, kind="stable")
+    position = np.broadcast_to(np.arange(scores.shape[-1]), order.shape)
+    if ties == "shared":
+        ordered = np.take_along_axis(scores, order, axis=-1)
+        starts = np.ones(ordered.shape, dtype=bool)
+        starts[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+        position = np.maximum.accumulate(np.where(starts, position, 0), axis=-1)
+    ranks = np.empty(order.shape, dtype=np.int64)
+    np.put_along_axis(ranks, order, position, axis=-1)
+    ranks += base
+    return ranks if index is None else np.take_along_axis(ranks, np.asarray(index)[..., None], axis=-1)[..., 0]
 
 
 def unigram(ids: np.ndarray | torch.Tensor, vocab_size: int, pseudocount: float = 0.0) -> np.ndarray:

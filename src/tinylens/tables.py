@@ -136,12 +136,16 @@ def read_fixed_list(file: pq.ParquetFile, column: str) -> np.ndarray:
     return out
 
 
-def read_columns(path: str | Path, schema: Schema) -> dict[str, np.ndarray]:
-    """A whole table as one numpy array per column, schema checked: strings as object arrays,
-    fixed-size lists as 2-D arrays."""
-    table = read_table(path, schema)
+def table_columns(table: pa.Table) -> dict[str, np.ndarray]:
+    """An Arrow table as one numpy array per column: strings as object arrays, fixed-size lists as 2-D
+    arrays ``[rows list_size]``."""
     return {name: fixed_list_to_numpy(table[name]) if isinstance(table[name].type, pa.FixedSizeListType)
             else table[name].to_numpy() for name in table.column_names}
+
+
+def read_columns(path: str | Path, schema: Schema) -> dict[str, np.ndarray]:
+    """A whole table as :func:`table_columns`, its schema checked on read."""
+    return table_columns(read_table(path, schema))
 
 
 def write_csv(path: str | Path, schema: Schema, columns: Mapping[str, object]) -> None:

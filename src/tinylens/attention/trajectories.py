@@ -56,7 +56,7 @@ def lens_statistics(lens_logits: Tensor, final_logits: Tensor, targets: Tensor) 
     targets = targets.expand(lens_logits.shape[:-1])
     probs = measures.softmax(lens_logits)
     return {
-        "rank": measures.rank_of(lens_logits, targets),
+        "rank": measures.descending_ranks(lens_logits, base=1, ties="shared", index=targets),
         "prob": probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1),
         "kl": measures.kl_from_logits(final_logits.expand_as(lens_logits), lens_logits),
         "entropy": measures.entropy(probs),
@@ -73,7 +73,7 @@ def next_token_cosines(resid: Tensor, table: Tensor, targets: Tensor) -> tuple[T
     lead = resid.shape[:-1]
     cos = measures.cosine_matrix(resid.reshape(-1, resid.shape[-1]), table).reshape(*lead, table.shape[0])
     targets = targets.expand(lead)
-    return cos.gather(-1, targets.unsqueeze(-1)).squeeze(-1), measures.rank_of(cos, targets)
+    return cos.gather(-1, targets.unsqueeze(-1)).squeeze(-1), measures.descending_ranks(cos, base=1, ties="shared", index=targets)
 
 
 def collect_positions(model: Transformer, tokens: Tensor, batch_size: int = 32) -> tuple[Tensor, Tensor]:

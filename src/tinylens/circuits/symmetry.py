@@ -28,6 +28,8 @@ forward pass of :mod:`tinylens.interventions`.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pyarrow as pa
 import torch
@@ -35,7 +37,7 @@ from torch import Tensor, nn
 
 from tinylens.circuits.composition import BASES, KINDS, basis_of, composition_scores, head_factors
 from tinylens.interventions import run
-from tinylens.measures import kendall_tau
+from tinylens.measures import descending_ranks, kendall_tau
 from tinylens.model import Transformer
 from tinylens.tables import Schema
 
@@ -175,11 +177,8 @@ def with_layernorm_eps(model: Transformer, eps: float) -> Transformer:
 
 def rank_changes(before: np.ndarray, after: np.ndarray) -> np.ndarray:
     """|rank before - rank after| of each item (rank 0 = largest; ties broken by position)."""
-    def ranks(x):
-        r = np.empty(len(x), dtype=np.int64)
-        r[np.argsort(-np.asarray(x), kind="stable")] = np.arange(len(x))
-        return r
-    return np.abs(ranks(before) - ranks(after))
+    rank = partial(descending_ranks, base=0, ties="by_position")
+    return np.abs(rank(np.asarray(before)) - rank(np.asarray(after)))
 
 
 SYMMETRY_SCHEMA = Schema("symmetry test scores", {

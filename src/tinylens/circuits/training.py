@@ -9,8 +9,7 @@ the largest excess over its heads.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +17,8 @@ import polars as pl
 
 from tinylens.circuits.composition import KINDS, pair_label, score_table
 from tinylens.measures import kendall_tau
-from tinylens.model import ModelConfig, Transformer
-from tinylens.weights import load_weights
+from tinylens.weights import checkpoint_steps, load_checkpoint
 
-CHECKPOINT = re.compile(r"^step_(\d+)\.safetensors$")
 VARIANTS = [("residual", "ignored"), ("token", "ignored"), ("residual", "folded"), ("token", "folded")]
 
 
@@ -30,28 +27,17 @@ def variant_name(basis: str, layernorm: str) -> str:
     return f"{basis}/{layernorm}"
 
 
-def checkpoint_files(directory: str | Path) -> list[tuple[int, Path]]:
-    """``(step, path)`` of every ``step_NNNNNN.safetensors`` in ``directory``, by step."""
-    directory = Path(directory)
-    found = sorted((int(m.group(1)), p) for p in directory.glob("step_*.safetensors")
-                   if (m := CHECKPOINT.match(p.name)))
-    if not found:
-        raise FileNotFoundError(f"no step_NNNNNN.safetensors checkpoints in {directory}; they are written by the "
-                                "train rule (rerun it, or `dvc pull` the models)")
-    return found
-
-
-def scores_over_training(checkpoints: Iterable[tuple[int, Path]], config: ModelConfig, seed: int, samples: int,
-                         baseline_seed: int, kinds: tuple[str, ...] = ("K",),
-                         layernorms: tuple[str, ...] = ("ignored",),
+def scores_over_training(model_dir: str | Path, seed: int, samples: int, baseline_seed: int,
+                         kinds: tuple[str, ...] = ("K",), layernorms: tuple[str, ...] = ("ignored",),
                          progress: Callable | None = None) -> dict[str, np.ndarray | list]:
-    """Scores of every pair at every checkpoint (columns of ``SCORES_SCHEMA``, ``step`` = checkpoint
-    step). By default K-composition with LayerNorm ignored, in both bases: the folded baselines
-    differ per layer pair and would cost ``n_layer`` times more at every checkpoint."""
+    """Scores of every pair at every checkpoint of ``model_dir`` (columns of ``SCORES_SCHEMA``, ``step`` =
+    checkpoint step; tinylens.weights lists and loads them). By default K-composition with LayerNorm
+    ignored, in both bases: the folded baselines differ per layer pair and would cost ``n_layer`` times
+    more at every checkpoint."""
     parts = []
-    items = list(checkpoints)
-    for step, path in (progress(items) if progress else items):
-        model = load_weights(Transformer(config), path).eval()
+    steps = checkpoint_steps(model_dir)
+    for step in (progress(steps) if progress else steps):
+        model = load_checkpoint(model_dir, step)
         parts.append(score_table(model, seed, step, samples, baseline_seed, kinds, layernorms))
     return {k: (np.concatenate([p[k] for p in parts]) if isinstance(parts[0][k], np.ndarray)
                 else [v for p in parts for v in p[k]]) for k in parts[0]}

@@ -3,10 +3,9 @@
 Kept apart from the maths so that figure scripts read the tables without importing torch.
 """
 
-import numpy as np
 import pyarrow as pa
 
-from tinylens.tables import Schema, fixed_list_to_numpy, read_table
+from tinylens.tables import Schema
 
 F32, F64, I64, STR, BOOL = pa.float32(), pa.float64(), pa.int64(), pa.string(), pa.bool_()
 W2 = pa.list_(pa.float32(), 2)
@@ -65,15 +64,3 @@ TABLES = {
     "phase_boundary": PHASE_BOUNDARY,
 }
 
-
-def read_columns(path, schema: Schema) -> dict[str, np.ndarray]:
-    """A table as numpy columns (fixed-size list columns as 2-D arrays), its schema checked on read."""
-    table = read_table(path, schema)
-    out = {}
-    for name in schema.columns:
-        col = table.column(name)
-        if isinstance(schema.columns[name], pa.FixedSizeListType):
-            out[name] = fixed_list_to_numpy(col)
-        else:
-            out[name] = col.to_numpy(zero_copy_only=False)
-    return out

@@ -38,7 +38,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from tinylens.measures import cosine_matrix
+from tinylens.measures import cosine_matrix, descending_ranks
 
 #: Subspace variants: ``end_of_model`` pairs every block with the subspaces at the input of ln_f;
 #: ``same_stage`` pairs block b with the subspaces where block b's output lands (stage b + 1).
@@ -102,14 +102,6 @@ def top_tokens(counts: np.ndarray, truncate_mass: float = 0.99, top_mass: float 
     return mask
 
 
-def ranks(scores: np.ndarray) -> np.ndarray:
-    """Rank of every token by decreasing score, 0 = highest, ties by token id: ``[... vocab]``."""
-    order = descending_order(scores)
-    out = np.empty_like(order)
-    np.put_along_axis(out, order, np.broadcast_to(np.arange(scores.shape[-1]), order.shape), axis=-1)
-    return out
-
-
 def holds(top: np.ndarray, rank: np.ndarray, k: int) -> np.ndarray:
     """The criterion: every top token ranks within the first ``k``. ``[... vocab]`` -> ``[...]``.
     A prompt with no top token (an empty approximation) never holds; callers leave it out."""
@@ -159,7 +151,7 @@ def evaluate_block(counts: np.ndarray, ffwd: np.ndarray, directions: np.ndarray,
     top = top_tokens(counts, truncate_mass, top_mass)
     out = {"empty": counts.sum(axis=-1) == 0, "top": top, "top_n": top.sum(axis=-1)}
     for name, signed in (("abs", False), ("signed", True)):
-        rank = ranks(subspace_scores(ffwd, directions, signed))
+        rank = descending_ranks(subspace_scores(ffwd, directions, signed), base=0, ties="by_position")
         out[f"rank_{name}"] = rank
         out[f"holds_{name}"] = holds(top, rank, k)
     return out

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tinylens.tables import Schema, fixed_list_to_numpy, read_table
+from tinylens.tables import Schema, read_columns
 
 
 def ablation_schema(n_blocks: int) -> Schema:
@@ -107,12 +107,6 @@ def mixtures_schema(vocab_size: int) -> Schema:
     })
 
 
-def table_columns(table) -> dict[str, np.ndarray]:
-    """An Arrow table as numpy columns; fixed-size list columns as 2-D arrays."""
-    return {name: fixed_list_to_numpy(table[name]) if isinstance(table[name].type, pa.FixedSizeListType)
-            else table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
-
-
 def load_subspace_tokens(path: str | Path) -> dict[str, np.ndarray]:
     """A per-token subspace table (:func:`tokens_schema`), checked.
     The width of its singular-value lists (``min(K, d_model)``) is read from the file itself."""
@@ -122,4 +116,4 @@ def load_subspace_tokens(path: str | Path) -> dict[str, np.ndarray]:
         width = found.list_size if isinstance(found, pa.FixedSizeListType) else width
     except (OSError, KeyError, pa.ArrowInvalid):
         pass  # read_table says what is wrong with the file: missing, truncated, other columns
-    return table_columns(read_table(path, tokens_schema(width)))
+    return read_columns(path, tokens_schema(width))
