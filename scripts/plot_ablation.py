@@ -2,8 +2,7 @@
 
 
 from tinylens.jobs import job
-from tinylens.supporting.plots import plot_ablation
+from tinylens.supporting.plots import make_ablation
 
 with job(snakemake) as j:
-    plot_ablation(j.read_json(j.input.metrics)["ablation"], j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_ablation(j.read_json(j.input.metrics)["ablation"]))

@@ -1,8 +1,7 @@
 """Figure: model vs approximation for the case-study prompts, with their matching strings (rule plot_case_studies)."""
 
 from tinylens.jobs import job
-from tinylens.plots import plot_case_studies
+from tinylens.plots import make_case_studies
 
 with job(snakemake) as j:
-    plot_case_studies(j.read_json(j.input.summary), j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_case_studies(j.read_json(j.input.summary)))

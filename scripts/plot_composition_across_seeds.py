@@ -4,7 +4,7 @@
 import polars as pl
 
 from tinylens.circuits.composition import SCORES_SCHEMA
-from tinylens.circuits.plots import plot_composition_across_seeds
+from tinylens.circuits.plots import make_composition_across_seeds
 from tinylens.jobs import job
 from tinylens.tables import read_table
 
@@ -12,5 +12,4 @@ with job(snakemake) as j:
     p = j.params
     scores = pl.concat([pl.from_arrow(read_table(path, SCORES_SCHEMA)) for path in j.input.scores])
     across = j.read_json(j.input.metrics)["across_seeds"]
-    plot_composition_across_seeds(scores, p.original, p.n_layer, across, j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_composition_across_seeds(scores, p.original, p.n_layer, across))

@@ -3,11 +3,10 @@
 import polars as pl
 
 from tinylens.circuits.composition import SCORES_SCHEMA
-from tinylens.circuits.plots import plot_composition_heatmaps
+from tinylens.circuits.plots import make_composition_heatmaps
 from tinylens.jobs import job
 from tinylens.tables import read_table
 
 with job(snakemake) as j:
     scores = pl.from_arrow(read_table(j.input.scores, SCORES_SCHEMA))
-    plot_composition_heatmaps(scores, j.params.n_layer, j.params.n_head, j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_composition_heatmaps(scores, j.params.n_layer, j.params.n_head))

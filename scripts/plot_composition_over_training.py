@@ -4,7 +4,7 @@ family's phase-change window of each seed shaded (rule plot_composition_over_tra
 import polars as pl
 
 from tinylens.circuits.composition import SCORES_SCHEMA
-from tinylens.circuits.plots import plot_composition_over_training
+from tinylens.circuits.plots import make_composition_over_training
 from tinylens.dynamics.summary import phase_change_windows
 from tinylens.jobs import job
 from tinylens.tables import read_table
@@ -14,5 +14,4 @@ with job(snakemake) as j:
     over = {seed: pl.from_arrow(read_table(path, SCORES_SCHEMA)) for seed, path in zip(p.seeds, j.input.tables)}
     windows = phase_change_windows(j.read_json(j.input.dynamics))
     j.log.info("phase-change windows (steps) from %s: %s", j.input.dynamics, windows)
-    plot_composition_over_training(over, p.original, p.top_pairs, j.output.figure, windows=windows)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_composition_over_training(over, p.original, p.top_pairs, windows=windows))

@@ -3,7 +3,7 @@
 
 import polars as pl
 
-from tinylens.circuits.plots import plot_composition_symmetry
+from tinylens.circuits.plots import make_composition_symmetry
 from tinylens.circuits.symmetry import SYMMETRY_SCHEMA
 from tinylens.jobs import job
 from tinylens.tables import read_table
@@ -11,5 +11,4 @@ from tinylens.tables import read_table
 with job(snakemake) as j:
     table = pl.from_arrow(read_table(j.input.table, SYMMETRY_SCHEMA))
     digest = j.read_json(j.input.metrics)["symmetry"]
-    plot_composition_symmetry(table, digest, j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_composition_symmetry(table, digest))

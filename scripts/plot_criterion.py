@@ -2,8 +2,7 @@
 
 
 from tinylens.jobs import job
-from tinylens.supporting.plots import plot_criterion
+from tinylens.supporting.plots import make_criterion
 
 with job(snakemake) as j:
-    plot_criterion(j.read_json(j.input.metrics)["criterion"], j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_criterion(j.read_json(j.input.metrics)["criterion"]))

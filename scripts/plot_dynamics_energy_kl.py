@@ -1,7 +1,7 @@
 """Figure: interaction energy, KL to the unigram and the unigram direction against step (rule plot_dynamics_energy_kl)."""
 
 
-from tinylens.dynamics.figures import plot_energy_kl
+from tinylens.dynamics.figures import make_energy_kl
 from tinylens.dynamics.summary import load_curves
 from tinylens.jobs import job
 from tinylens.weights import load_config
@@ -12,5 +12,4 @@ with job(snakemake) as j:
     summary = j.read_json(inp.summary)["seeds"]
     curves = {str(seed): load_curves(c, h, cfg.n_layer, cfg.n_head, cfg.block_size)
               for seed, c, h in zip(j.params.seeds, inp.checkpoints, inp.heads, strict=True)}
-    plot_energy_kl(curves, summary, cfg.n_layer, j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_energy_kl(curves, summary, cfg.n_layer))

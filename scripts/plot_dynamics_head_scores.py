@@ -1,7 +1,7 @@
 """Figure: the original seed's per-head prefix-matching and copying scores against step (rule plot_dynamics_head_scores)."""
 
 
-from tinylens.dynamics.figures import plot_head_scores
+from tinylens.dynamics.figures import make_head_scores
 from tinylens.dynamics.summary import load_curves
 from tinylens.jobs import job
 from tinylens.weights import load_config
@@ -11,6 +11,5 @@ with job(snakemake) as j:
     cfg = load_config(inp.config)
     summary = j.read_json(inp.summary)
     curves = load_curves(inp.checkpoints, inp.heads, cfg.n_layer, cfg.n_head, cfg.block_size)
-    plot_head_scores(curves, summary["seeds"][seed], seed, summary["headline"]["prefix_matching_uniform_baseline"],
-                     j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    baseline = summary["headline"]["prefix_matching_uniform_baseline"]
+    j.save_figure(make_head_scores(curves, summary["seeds"][seed], seed, baseline))

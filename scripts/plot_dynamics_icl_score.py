@@ -1,7 +1,7 @@
 """Figure: in-context learning score and validation loss of every seed against step (rule plot_dynamics_icl_score)."""
 
 
-from tinylens.dynamics.figures import plot_icl_score
+from tinylens.dynamics.figures import make_icl_score
 from tinylens.dynamics.summary import load_curves
 from tinylens.jobs import job
 from tinylens.weights import load_config
@@ -12,5 +12,4 @@ with job(snakemake) as j:
     summary = j.read_json(inp.summary)["seeds"]
     curves = {str(seed): load_curves(c, h, cfg.n_layer, cfg.n_head, cfg.block_size)
               for seed, c, h in zip(p.seeds, inp.checkpoints, inp.heads, strict=True)}
-    plot_icl_score(curves, summary, p.icl_positions, str(p.original), j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_icl_score(curves, summary, p.icl_positions, str(p.original)))

@@ -2,7 +2,7 @@
 derivative (rule plot_dynamics_loss_by_position)."""
 
 
-from tinylens.dynamics.figures import plot_loss_by_position
+from tinylens.dynamics.figures import make_loss_by_position
 from tinylens.dynamics.summary import load_curves
 from tinylens.jobs import job
 from tinylens.weights import load_config
@@ -12,5 +12,4 @@ with job(snakemake) as j:
     cfg = load_config(inp.config)
     summary = j.read_json(inp.summary)["seeds"][seed]
     curves = load_curves(inp.checkpoints, inp.heads, cfg.n_layer, cfg.n_head, cfg.block_size)
-    plot_loss_by_position(curves, summary, seed, j.params.smooth_decades, j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_loss_by_position(curves, summary, seed, j.params.smooth_decades))

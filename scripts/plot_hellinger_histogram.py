@@ -2,12 +2,11 @@
 
 from tinylens.approx import evaluation_columns
 from tinylens.jobs import job
-from tinylens.plots import plot_hellinger_histogram
+from tinylens.plots import make_hellinger_histogram
 
 with job(snakemake) as j:
     p = j.params
     tables = {mode: evaluation_columns(path, p.alternates, p.n_blocks, split="eval")
               for mode, path in zip(p.modes, j.input.tables, strict=True)}
     # the paper's own prompts: its values too, the like-for-like histogram of the paper's figure
-    plot_hellinger_histogram(tables, j.output.figure, paper_values=[m for m in p.modes if m == "paper"])
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_hellinger_histogram(tables, paper_values=[m for m in p.modes if m == "paper"]))

@@ -1,11 +1,10 @@
 """Figure: train and validation loss of every seed over training (rule plot_loss_curves)."""
 
 from tinylens.jobs import job
-from tinylens.plots import plot_loss_curves
+from tinylens.plots import make_loss_curves
 from tinylens.train import load_loss_curve
 
 with job(snakemake) as j:
     curves = {seed: load_loss_curve(path) for seed, path in zip(j.params.seeds, j.input.losses, strict=True)}
     stats = j.read_json(j.input.corpus_stats)
-    plot_loss_curves(curves, j.params.original, stats["unigram_entropy_nats"], j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_loss_curves(curves, j.params.original, stats["unigram_entropy_nats"]))

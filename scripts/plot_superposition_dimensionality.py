@@ -2,13 +2,11 @@
 
 from tinylens.jobs import job
 from tinylens.superposition.levels import parse_fractions
-from tinylens.superposition.plots import plot_dimensionality
+from tinylens.superposition.plots import make_dimensionality
 from tinylens.superposition.schemas import DIMENSIONALITY_FEATURES, DIMENSIONALITY_MODELS
 from tinylens.tables import read_columns
 
 with job(snakemake) as j:
-    plot_dimensionality(read_columns(j.input.models, DIMENSIONALITY_MODELS),
-                        read_columns(j.input.features, DIMENSIONALITY_FEATURES),
-                        parse_fractions(j.params.fractions), j.params.threshold,
-                        j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_dimensionality(read_columns(j.input.models, DIMENSIONALITY_MODELS),
+                                      read_columns(j.input.features, DIMENSIONALITY_FEATURES),
+                                      parse_fractions(j.params.fractions), j.params.threshold))

@@ -3,13 +3,11 @@
 
 from tinylens.jobs import job
 from tinylens.superposition.levels import parse_fractions
-from tinylens.superposition.plots import plot_dimensionality_training
+from tinylens.superposition.plots import make_dimensionality_training
 from tinylens.superposition.schemas import DIMENSIONALITY_JUMPS, DIMENSIONALITY_TRAINING
 from tinylens.tables import read_columns
 
 with job(snakemake) as j:
-    plot_dimensionality_training(read_columns(j.input.training, DIMENSIONALITY_TRAINING),
-                                 read_columns(j.input.jumps, DIMENSIONALITY_JUMPS), j.params.sparsity,
-                                 parse_fractions(j.params.fractions), j.params.threshold,
-                                 j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_dimensionality_training(read_columns(j.input.training, DIMENSIONALITY_TRAINING),
+                                               read_columns(j.input.jumps, DIMENSIONALITY_JUMPS), j.params.sparsity,
+                                               parse_fractions(j.params.fractions), j.params.threshold))

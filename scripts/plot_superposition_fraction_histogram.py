@@ -3,13 +3,12 @@
 
 from tinylens.jobs import job
 from tinylens.superposition.levels import parse_fractions
-from tinylens.superposition.plots import plot_fraction_histogram
+from tinylens.superposition.plots import make_fraction_histogram
 from tinylens.superposition.schemas import DIMENSIONALITY_FEATURES
 from tinylens.tables import read_columns
 
 with job(snakemake) as j:
     summary = j.read_json(j.input.metrics)["dimensionality"]
-    plot_fraction_histogram(read_columns(j.input.features, DIMENSIONALITY_FEATURES),
-                            parse_fractions(j.params.fractions), summary["tolerance"],
-                            j.params.threshold, summary, j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_fraction_histogram(read_columns(j.input.features, DIMENSIONALITY_FEATURES),
+                                          parse_fractions(j.params.fractions), summary["tolerance"],
+                                          j.params.threshold, summary))

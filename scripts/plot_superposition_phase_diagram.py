@@ -2,11 +2,10 @@
 (rule plot_superposition_phase_diagram)."""
 
 from tinylens.jobs import job
-from tinylens.superposition.plots import plot_phase_diagram
+from tinylens.superposition.plots import make_phase_diagram
 from tinylens.superposition.schemas import PHASE_BOUNDARY, PHASE_CELLS
 from tinylens.tables import read_columns
 
 with job(snakemake) as j:
-    plot_phase_diagram(read_columns(j.input.cells, PHASE_CELLS),
-                       read_columns(j.input.boundary, PHASE_BOUNDARY), j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_phase_diagram(read_columns(j.input.cells, PHASE_CELLS),
+                                     read_columns(j.input.boundary, PHASE_BOUNDARY)))

@@ -2,7 +2,7 @@
 
 from tinylens.corpus import CharTokenizer
 from tinylens.jobs import job
-from tinylens.supporting.plots import plot_token_subspaces
+from tinylens.supporting.plots import make_token_subspaces
 from tinylens.supporting.schemas import load_subspace_tokens, mixtures_schema
 from tinylens.tables import read_table
 
@@ -14,5 +14,4 @@ with job(snakemake) as j:
         stages[int(cols["stage"][0])] = cols
     mixtures = [row for path in j.input.mixtures
                 for row in read_table(path, mixtures_schema(len(vocab))).to_pylist()]
-    plot_token_subspaces(stages, mixtures, vocab, j.params.n_layer, j.output.figure)
-    j.log.info("wrote %s", j.output.figure)
+    j.save_figure(make_token_subspaces(stages, mixtures, vocab, j.params.n_layer))

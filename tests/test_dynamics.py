@@ -313,7 +313,7 @@ def test_smoothing_and_log_position_derivative():
 
 
 def test_a_seed_trained_longer_joins_the_mean_curves_at_the_shared_steps():
-    from tinylens.dynamics.figures import _common_steps
+    from tinylens.dynamics.plots import _common_steps
     from tinylens.dynamics.summary import Curves
 
     def curves(steps):

@@ -13,7 +13,7 @@ from tinylens.plots import (
     make_hellinger_histogram,
     make_loss_curves,
     make_threshold_sweep,
-    plot_loss_curves,
+    save_figure,
 )
 
 
@@ -43,7 +43,7 @@ def test_loss_curves_draw_every_seed_train_and_validation():
 
 def test_loss_curve_png_is_written_atomically(tmp_path):
     out = tmp_path / "loss.png"
-    plot_loss_curves({1: curve(1.0)}, 1, 3.3, out)
+    save_figure(make_loss_curves({1: curve(1.0)}, 1, 3.3), out)
     image = mpimg.imread(out)
     assert image.shape[0] > 300 and image.shape[1] > 500
     assert [p.name for p in tmp_path.iterdir()] == ["loss.png"]

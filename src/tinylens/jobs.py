@@ -72,6 +72,15 @@ class Job:
         atomic.write_json(path, obj)
         self.log.info("wrote %s", path)
 
+    def save_figure(self, fig, path: str | os.PathLike[str] | None = None) -> None:
+        """Write ``fig`` (a ``make_*`` function's Figure) as a PNG at ``path`` (the rule's output ``figure``
+        by default), atomically (tinylens.plots.save_figure), and say where in the log."""
+        from tinylens.plots import save_figure
+
+        path = self.output.figure if path is None else path
+        save_figure(fig, path)
+        self.log.info("wrote %s", path)
+
     def wrote(self, *paths: str | os.PathLike[str]) -> None:
         """Say in the log which files the job wrote."""
         self.log.info("wrote %s", ", ".join(str(Path(p)) for p in paths))

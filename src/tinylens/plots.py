@@ -1,6 +1,6 @@
 """Figures. One function per figure: ``make_<figure>`` builds it from plain data and returns the
-:class:`~matplotlib.figure.Figure` (so tests can read what is drawn); ``plot_<figure>`` also writes
-it as a PNG, atomically.
+:class:`~matplotlib.figure.Figure` (so tests can read what is drawn); :func:`save_figure` writes one
+as a PNG, atomically (a figure's script calls it through ``tinylens.jobs.Job.save_figure``).
 
 Figures are built with :class:`matplotlib.figure.Figure` directly, not through ``pyplot``: no
 backend is chosen, no window can open and no global figure state is kept, so importing this
@@ -63,10 +63,6 @@ def make_loss_curves(curves: Mapping[int, Mapping[str, np.ndarray]], original_se
     return fig
 
 
-def plot_loss_curves(curves: Mapping[int, Mapping[str, np.ndarray]], original_seed: int,
-                     unigram_entropy: float, out: str | Path) -> None:
-    save_figure(make_loss_curves(curves, original_seed, unigram_entropy), out)
-
 
 MODE_TITLES = {"corpus": "corpus prompts (the paper's mode)", "heldout": "held-out prompts (validation text)",
                "paper": "the paper's own prompts (in-sample)"}
@@ -101,10 +97,6 @@ def make_hellinger_histogram(tables: Mapping[str, Mapping[str, np.ndarray]], pap
     return fig
 
 
-def plot_hellinger_histogram(tables: Mapping[str, Mapping[str, np.ndarray]], out: str | Path,
-                             paper_values: Sequence[str] = ()) -> None:
-    save_figure(make_hellinger_histogram(tables, paper_values), out)
-
 
 def make_threshold_sweep(sweeps: Mapping[str, Mapping[str, np.ndarray]], tuned: Mapping[str, dict],
                          paper_thresholds: Sequence[float] | None) -> Figure:
@@ -130,10 +122,6 @@ def make_threshold_sweep(sweeps: Mapping[str, Mapping[str, np.ndarray]], tuned: 
     axes[0][0].set_ylabel("mean Hellinger, tuning prompts")
     return fig
 
-
-def plot_threshold_sweep(sweeps: Mapping[str, Mapping[str, np.ndarray]], tuned: Mapping[str, dict],
-                         paper_thresholds: Sequence[float] | None, out: str | Path) -> None:
-    save_figure(make_threshold_sweep(sweeps, tuned, paper_thresholds), out)
 
 
 SHOWN_CHARACTERS = {"\n": "\\n", " ": "␣"}
@@ -167,6 +155,3 @@ def make_case_studies(summary: dict, top: int = 12) -> Figure:
     fig.tight_layout()
     return fig
 
-
-def plot_case_studies(summary: dict, out: str | Path, top: int = 12) -> None:
-    save_figure(make_case_studies(summary, top), out)

@@ -1,16 +1,13 @@
 """The attention-dynamics figures: ``make_<figure>`` builds one from plain data and returns the
-:class:`~matplotlib.figure.Figure` (tests read what is drawn), ``plot_<figure>`` also writes it as a
-PNG, atomically (as :mod:`tinylens.plots`)."""
+:class:`~matplotlib.figure.Figure` (tests read what is drawn); the figure's script saves it
+(:func:`tinylens.plots.save_figure`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
-
-from tinylens.plots import save_figure
 
 
 def depth_labels(n_depths: int) -> list[str]:
@@ -45,9 +42,6 @@ def make_attention_diagonals(columns: Mapping[str, np.ndarray]) -> Figure:
     return fig
 
 
-def plot_attention_diagonals(columns: Mapping[str, np.ndarray], out: str | Path) -> None:
-    save_figure(make_attention_diagonals(columns), out)
-
 
 def make_attention_absorption(columns: Mapping[str, np.ndarray]) -> Figure:
     """Mass the backward walk S^k puts on position 0 against k, one panel per block, one line per head.
@@ -81,9 +75,6 @@ def make_attention_absorption(columns: Mapping[str, np.ndarray]) -> Figure:
     return fig
 
 
-def plot_attention_absorption(columns: Mapping[str, np.ndarray], out: str | Path) -> None:
-    save_figure(make_attention_absorption(columns), out)
-
 
 def make_lens_curves(per_depth: list[Mapping[str, float]], vocab_size: int) -> Figure:
     """Logit lens (solid) and tuned lens (dashed) by depth: rank, probability of the next token,
@@ -108,9 +99,6 @@ def make_lens_curves(per_depth: list[Mapping[str, float]], vocab_size: int) -> F
     fig.tight_layout()
     return fig
 
-
-def plot_lens_curves(per_depth: list[Mapping[str, float]], vocab_size: int, out: str | Path) -> None:
-    save_figure(make_lens_curves(per_depth, vocab_size), out)
 
 
 def make_next_token_cosine(columns: Mapping[str, np.ndarray], vocab_size: int) -> Figure:
@@ -139,9 +127,6 @@ def make_next_token_cosine(columns: Mapping[str, np.ndarray], vocab_size: int) -
     fig.tight_layout()
     return fig
 
-
-def plot_next_token_cosine(columns: Mapping[str, np.ndarray], vocab_size: int, out: str | Path) -> None:
-    save_figure(make_next_token_cosine(columns, vocab_size), out)
 
 
 def make_probe_accuracy(columns: Mapping[str, np.ndarray], n_speakers: int) -> Figure:
@@ -173,6 +158,3 @@ def make_probe_accuracy(columns: Mapping[str, np.ndarray], n_speakers: int) -> F
     fig.tight_layout()
     return fig
 
-
-def plot_probe_accuracy(columns: Mapping[str, np.ndarray], n_speakers: int, out: str | Path) -> None:
-    save_figure(make_probe_accuracy(columns, n_speakers), out)

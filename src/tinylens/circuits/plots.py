@@ -1,9 +1,9 @@
-"""Figures of the circuits family. One function per figure; each writes a PNG atomically."""
+"""Figures of the circuits family: ``make_<figure>`` builds one from plain data and returns the Figure
+(the figure's script saves it with tinylens.plots.save_figure)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from tinylens.circuits.composition import KINDS
 from tinylens.circuits.training import VARIANTS, formation, layer_pair_max, variant_name, with_excess
-from tinylens.plots import plt, save_figure
+from tinylens.plots import plt
 
 KIND_COLORS = {"Q": "C0", "K": "C1", "V": "C2"}
 TRANSFORM_TITLES = {"permutation": "permutation", "orthogonal": "random orthogonal",
@@ -28,7 +28,7 @@ def _select(df: pl.DataFrame, basis: str, layernorm: str, kind: str) -> pl.DataF
     return df.filter((pl.col("basis") == basis) & (pl.col("layernorm") == layernorm) & (pl.col("kind") == kind))
 
 
-def plot_composition_heatmaps(scores: pl.DataFrame, n_layer: int, n_head: int, out: str | Path) -> None:
+def make_composition_heatmaps(scores: pl.DataFrame, n_layer: int, n_head: int) -> Figure:
     """Score minus baseline of every (earlier head, later head) pair: rows Q/K/V, columns basis x LayerNorm."""
     scores = with_excess(scores)
     n = n_layer * n_head
@@ -59,10 +59,10 @@ def plot_composition_heatmaps(scores: pl.DataFrame, n_layer: int, n_head: int, o
                 ax.set_ylabel("earlier head A (layer.head)", fontsize=7)
     fig.suptitle("Composition score minus the random-head baseline (original model)", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig
 
 
-def plot_composition_symmetry(table: pl.DataFrame, digest: dict, out: str | Path) -> None:
+def make_composition_symmetry(table: pl.DataFrame, digest: dict) -> Figure:
     """Scores before vs after each T: residual basis (coloured by kind) and token basis (black)."""
     names = list(digest)
     ncols = min(3, len(names))
@@ -91,10 +91,10 @@ def plot_composition_symmetry(table: pl.DataFrame, digest: dict, out: str | Path
     axes[0][0].legend(fontsize=6, loc="upper left")
     fig.suptitle("Same model, different weights: residual-basis scores move, token-basis scores stay (LN ignored)",
                  fontsize=10)
-    save_figure(fig, out)
+    return fig
 
 
-def plot_composition_kendall_tau(digest: dict, out: str | Path) -> None:
+def make_composition_kendall_tau(digest: dict) -> Figure:
     """The symmetry test as a table: rank agreement, score and logit changes per T."""
     names = list(digest)
     header = ["T", "cond(T)", "tau Q", "tau K", "tau V", "max rank\nchange Q/K/V", "token max\n|d score|",
@@ -119,7 +119,7 @@ def plot_composition_kendall_tau(digest: dict, out: str | Path) -> None:
     table.scale(1, 2.2)
     ax.set_title("Symmetry test: Kendall's tau of the residual-basis pair ranking before vs after T, "
                  "and what changes", fontsize=10)
-    save_figure(fig, out)
+    return fig
 
 
 def make_composition_over_training(over: dict[int, pl.DataFrame], original: int, n: int, kind: str = "K",
@@ -167,14 +167,8 @@ def make_composition_over_training(over: dict[int, pl.DataFrame], original: int,
     return fig
 
 
-def plot_composition_over_training(over: dict[int, pl.DataFrame], original: int, n: int, out: str | Path,
-                                   kind: str = "K", windows: Mapping[int, tuple[float, float]] | None = None) -> None:
-    """:func:`make_composition_over_training`, written as a PNG."""
-    save_figure(make_composition_over_training(over, original, n, kind, windows), out)
 
-
-def plot_composition_across_seeds(scores: pl.DataFrame, original: int, n_layer: int, across: dict,
-                                  out: str | Path) -> None:
+def make_composition_across_seeds(scores: pl.DataFrame, original: int, n_layer: int, across: dict) -> Figure:
     """Per seed, the largest excess over heads of each layer pair (head labels differ between seeds)."""
     seeds = sorted(scores["seed"].unique().to_list(), key=lambda s: (s != original, s))
     rows = [(basis, kind) for basis in ("residual", "token") for kind in KINDS]
@@ -202,4 +196,4 @@ def plot_composition_across_seeds(scores: pl.DataFrame, original: int, n_layer: 
         fig.colorbar(im, ax=list(axes[i]), fraction=0.02, pad=0.01).ax.tick_params(labelsize=6)
     fig.suptitle("Strongest composition per layer pair, every seed (max over heads of score - baseline, LN ignored)",
                  fontsize=10)
-    save_figure(fig, out)
+    return fig

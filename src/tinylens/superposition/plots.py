@@ -1,7 +1,7 @@
 """Figures of the superposition family, one function per figure (numpy + matplotlib only, no torch).
 
-Each takes the columns of the family's tables (tinylens.superposition.schemas.read_columns) and writes
-one PNG through tinylens.plots.save_figure.
+Each ``make_<figure>`` takes the columns of the family's tables (tinylens.tables.read_columns) and returns
+the Figure; the figure's script saves it (tinylens.plots.save_figure).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from fractions import Fraction
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap
-
-from tinylens.plots import save_figure
+from matplotlib.figure import Figure
 
 # tab10 without its red, which marks the odd feature
 FEATURE_COLOURS = [c for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 3]
@@ -38,7 +37,7 @@ def _model_columns(features: Mapping, mask: np.ndarray) -> np.ndarray:
     return features["w"][mask][order]
 
 
-def plot_polygons(models: Mapping, features: Mapping, out) -> None:
+def make_polygons(models: Mapping, features: Mapping) -> Figure:
     """Uniform sweep: the learned columns of every model, seeds down, sparsity across."""
     sparsities = np.unique(models["sparsity"])
     seeds = np.unique(models["seed"])
@@ -56,10 +55,10 @@ def plot_polygons(models: Mapping, features: Mapping, out) -> None:
     fig.suptitle("Uniform sparsity, n = 5 features in m = 2 dimensions: columns of W (count represented)",
                  fontsize=10)
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig
 
 
-def plot_phase_change(models: Mapping, features: Mapping, out, max_columns: int = 10, odd: int = 4) -> None:
+def make_phase_change(models: Mapping, features: Mapping, max_columns: int = 10, odd: int = 4) -> Figure:
     """Non-uniform sweep: the geometry from each start across the odd feature's density (odd in red)."""
     rel = np.unique(models["relative_density"])[::-1]  # densest first: pentagon on the left
     if len(rel) > max_columns:
@@ -85,10 +84,10 @@ def plot_phase_change(models: Mapping, features: Mapping, out, max_columns: int 
     fig.suptitle("One feature (red) sparser than the other four: the pentagon deforms, then two digons win",
                  fontsize=10)
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig
 
 
-def plot_loss_crossing(models: Mapping, crossing: float | None, fixed_sparsity: float, out) -> None:
+def make_loss_crossing(models: Mapping, crossing: float | None, fixed_sparsity: float) -> Figure:
     """Loss of the pentagon-start and two-digon-start models across the odd feature's density."""
     start = np.asarray(models["start"], dtype=object)
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
@@ -125,7 +124,7 @@ def plot_loss_crossing(models: Mapping, crossing: float | None, fixed_sparsity: 
     ax2.set(xlabel="density of the odd feature / density of the others",
             ylabel="(pentagon - digons) / digons")
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig
 
 
 def _fraction_lines(ax, fractions: Sequence[Fraction], axis: str = "y") -> None:
@@ -138,8 +137,7 @@ def _fraction_lines(ax, fractions: Sequence[Fraction], axis: str = "y") -> None:
             ax.text(float(f), 1.005, str(f), transform=ax.get_xaxis_transform(), fontsize=7, ha="center")
 
 
-def plot_dimensionality(models: Mapping, features: Mapping, fractions: Sequence[Fraction], threshold: float,
-                        out) -> None:
+def make_dimensionality(models: Mapping, features: Mapping, fractions: Sequence[Fraction], threshold: float) -> Figure:
     """D_i of every represented feature and D* against 1/(1 - S), with the simple fractions."""
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     rep = features["norm"] > threshold
@@ -157,11 +155,11 @@ def plot_dimensionality(models: Mapping, features: Mapping, fractions: Sequence[
     ax.legend(fontsize=8, loc="upper right")
     ax.grid(alpha=0.2)
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig
 
 
-def plot_fraction_histogram(features: Mapping, fractions: Sequence[Fraction], tolerance: float, threshold: float,
-                            summary: Mapping, out) -> None:
+def make_fraction_histogram(features: Mapping, fractions: Sequence[Fraction], tolerance: float, threshold: float,
+                            summary: Mapping) -> Figure:
     """Histogram of D_i (represented features) with the simple fractions and their tolerance bands."""
     rep = features["norm"] > threshold
     D = features["dimensionality"][rep]
@@ -178,11 +176,11 @@ def plot_fraction_histogram(features: Mapping, fractions: Sequence[Fraction], to
     ax.set(xlabel="feature dimensionality D_i", ylabel="features", xlim=(0, 1.05), title=text)
     ax.title.set_fontsize(9)
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig
 
 
-def plot_dimensionality_training(training: Mapping, jumps: Mapping, sparsity: float, fractions: Sequence[Fraction],
-                                 threshold: float, out, max_features: int = 40) -> None:
+def make_dimensionality_training(training: Mapping, jumps: Mapping, sparsity: float, fractions: Sequence[Fraction],
+                                 threshold: float, max_features: int = 40) -> Figure:
     """D_i of each feature represented at the end against training step, with the jumps found marked."""
     sel = np.isclose(training["sparsity"], sparsity)
     steps = np.unique(training["step"][sel])
@@ -211,7 +209,7 @@ def plot_dimensionality_training(training: Mapping, jumps: Mapping, sparsity: fl
                  f"{len(shown)} features represented at the end)")
     ax.grid(alpha=0.2)
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig
 
 
 def _log_edges(v: np.ndarray) -> np.ndarray:
@@ -220,7 +218,7 @@ def _log_edges(v: np.ndarray) -> np.ndarray:
     return np.exp(np.concatenate([[1.5 * u[0] - 0.5 * u[1]], (u[1:] + u[:-1]) / 2, [1.5 * u[-1] - 0.5 * u[-2]]]))
 
 
-def plot_phase_diagram(cells: Mapping, boundary: Mapping, out) -> None:
+def make_phase_diagram(cells: Mapping, boundary: Mapping) -> Figure:
     """Regime of the extra feature per (density, relative importance) cell, with the analytic boundaries."""
     r = np.unique(cells["importance"])
     p = np.unique(cells["density"])
@@ -252,4 +250,4 @@ def plot_phase_diagram(cells: Mapping, boundary: Mapping, out) -> None:
            title="n = 2 features, m = 1 dimension: where the extra feature goes")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), framealpha=0.9)
     fig.tight_layout()
-    save_figure(fig, out)
+    return fig

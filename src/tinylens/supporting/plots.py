@@ -1,13 +1,14 @@
-"""This family's figures, one function each; blocks are numbered from 1 here, as in the paper."""
+"""This family's figures: ``make_<figure>`` builds one and returns the Figure (its script saves it);
+blocks are numbered from 1 here, as in the paper."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
 
-from tinylens.plots import MODE_TITLES, plt, save_figure
+from tinylens.plots import MODE_TITLES, plt
 
 VARIANT_LABELS = {"drop_sa": "drop attention (x + ffwd)", "drop_ffwd": "drop feed-forward (x + sa)"}
 CONTEXT_TITLES = {"full": "full context (ours: edit every position, run on)",
@@ -15,7 +16,7 @@ CONTEXT_TITLES = {"full": "full context (ours: edit every position, run on)",
 SHOW = {"\n": "\\n", " ": "␣"}
 
 
-def plot_ablation(ablation: Mapping, out: str | Path) -> None:
+def make_ablation(ablation: Mapping) -> Figure:
     """Mean Hellinger per block for both variants, one panel per context; error bars span the seeds'
     means (min to max); the paper's table as crosses. ``ablation``: the metrics' ablation section."""
     modes = ablation["modes"]
@@ -39,10 +40,10 @@ def plot_ablation(ablation: Mapping, out: str | Path) -> None:
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     axes[0][0].set_ylabel("mean Hellinger distance to the unmodified model")
-    save_figure(fig, out)
+    return fig
 
 
-def plot_final_layernorm(scaling: Mapping[str, np.ndarray], noise: Mapping[str, np.ndarray], out: str | Path) -> None:
+def make_final_layernorm(scaling: Mapping[str, np.ndarray], noise: Mapping[str, np.ndarray]) -> Figure:
     """Left: the largest deviations when the last block's output is scaled, measured and predicted by
     eps. Right: post-LayerNorm norm ratio against the input cosine, per noise level."""
     fig, (ax_s, ax_n) = plt.subplots(1, 2, figsize=(12.5, 4.4))
@@ -69,10 +70,10 @@ def plot_final_layernorm(scaling: Mapping[str, np.ndarray], noise: Mapping[str, 
              title="Noise: the output norm follows the direction, not the input norm")
     ax_n.legend(fontsize=7, markerscale=3)
     ax_n.grid(alpha=0.3)
-    save_figure(fig, out)
+    return fig
 
 
-def plot_ffwd_endpoint(tables: Mapping[str, Mapping[str, np.ndarray]], out: str | Path) -> None:
+def make_ffwd_endpoint(tables: Mapping[str, Mapping[str, np.ndarray]]) -> Figure:
     """Histograms over the evaluation prompts of cos(f, x_7), |f| / |x_7| and H(unembed(f), model)."""
     panels = [("cosine", "cos(x_1 + sum ffwd, x_7)"), ("norm_ratio", "|x_1 + sum ffwd| / |x_7|"),
               ("hellinger", "H(unembedded ffwd-only sum, model)")]
@@ -87,7 +88,7 @@ def plot_ffwd_endpoint(tables: Mapping[str, Mapping[str, np.ndarray]], out: str 
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("prompts")
-    save_figure(fig, out)
+    return fig
 
 
 def _draw_path(ax, path: Mapping, colors: Mapping[str, str]) -> None:
@@ -104,7 +105,7 @@ def _draw_path(ax, path: Mapping, colors: Mapping[str, str]) -> None:
                                                                   "ls": "--", "shrinkA": 0, "shrinkB": 0})
 
 
-def plot_vector_sums(paths: Sequence[Mapping], out: str | Path) -> None:
+def make_vector_sums(paths: Sequence[Mapping]) -> Figure:
     """Per case-study prompt: the full tip-to-tail path and the feed-forward-only path, to scale."""
     colors = {"x": "black", "sa": "C1", "ffwd": "C0"}
     fig, axes = plt.subplots(len(paths), 2, figsize=(11, 4.6 * len(paths)), squeeze=False)
@@ -121,11 +122,11 @@ def plot_vector_sums(paths: Sequence[Mapping], out: str | Path) -> None:
                           fontsize=9)
         ax_ffwd.set_title(f"feed-forward only: x_1 + sum ffwd (norm {case['ffwd_only_norm']:.2f}); "
                           f"true angle to x_7: {case['endpoint_angle_degrees']:.1f}°", fontsize=9)
-    save_figure(fig, out)
+    return fig
 
 
-def plot_token_subspaces(stages: Mapping[int, Mapping[str, np.ndarray]], mixtures: Sequence[Mapping],
-                         vocab: str, n_layer: int, out: str | Path, top: int = 4) -> None:
+def make_token_subspaces(stages: Mapping[int, Mapping[str, np.ndarray]], mixtures: Sequence[Mapping],
+                         vocab: str, n_layer: int, top: int = 4) -> Figure:
     """Left: sigma_1/sigma_2 per token at each stage ('a' marked). Middle: p(token | its direction at
     the samples' median norm). Right: the distributions of two-token sums at the input of ln_f."""
     fig, (ax_r, ax_p, ax_m) = plt.subplots(1, 3, figsize=(16, 4.6), gridspec_kw={"width_ratios": [1, 1, 1.3]})
@@ -165,10 +166,10 @@ def plot_token_subspaces(stages: Mapping[int, Mapping[str, np.ndarray]], mixture
     ax_m.set(xticks=np.arange(top) + 0.4 - width / 2, xticklabels=[f"#{j + 1}" for j in range(top)],
              ylabel="probability", title="Sums of two tokens' directions (input of ln_f): most likely tokens")
     ax_m.legend(fontsize=7)
-    save_figure(fig, out)
+    return fig
 
 
-def plot_criterion(criterion: Mapping, out: str | Path) -> None:
+def make_criterion(criterion: Mapping) -> Figure:
     """Share of prompts meeting the criterion per block, both subspace variants, the chance levels
     and the paper's rates; one panel per mode. ``criterion``: the metrics' criterion section."""
     modes = criterion["comparison"]
@@ -199,4 +200,4 @@ def plot_criterion(criterion: Mapping, out: str | Path) -> None:
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     axes[0][0].set_ylabel("prompts meeting the criterion (%)")
-    save_figure(fig, out)
+    return fig

@@ -1,4 +1,5 @@
-"""The training-dynamics figures, one function each; the phase-change window is shaded on all of them.
+"""The training-dynamics figures: ``make_<figure>`` builds one and returns the Figure (its script saves
+it); the phase-change window is shaded on all of them.
 
 Steps go on a symmetric-log axis, linear below the first log-spaced checkpoint, so step 0 (the
 initialisation) stays on the figure.
@@ -8,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import reduce
-from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from tinylens.dynamics.measure import depth_names
 from tinylens.dynamics.phases import log_position_derivative
 from tinylens.dynamics.summary import HEADLINE_DEPTH, Curves
-from tinylens.plots import plt, save_figure
+from tinylens.plots import plt
 
 
 def _step_axis(ax, steps: np.ndarray, label: bool = True) -> None:
@@ -56,7 +57,7 @@ def _mean_band(ax, steps, values: np.ndarray, color: str, label: str) -> None:
     ax.plot(steps, values.mean(0), color=color, lw=1.8, label=label)
 
 
-def plot_energy_kl(curves: Mapping[str, Curves], summaries: Mapping[str, dict], n_layer: int, out: str | Path) -> None:
+def make_energy_kl(curves: Mapping[str, Curves], summaries: Mapping[str, dict], n_layer: int) -> Figure:
     """IE after ln_f, KL to the unigram (both directions) and the unigram direction's KL against step:
     mean over seeds (at the steps all seeds share) with the min-max spread; each seed's IE and KL
     critical points as markers."""
@@ -87,11 +88,10 @@ def plot_energy_kl(curves: Mapping[str, Curves], summaries: Mapping[str, dict], 
         ax.legend(fontsize=7)
     axes[0].set_title("Interaction energy and distance from the unigram over training "
                       "(markers: smoothed critical points, each seed)")
-    save_figure(fig, out)
+    return fig
 
 
-def plot_icl_score(curves: Mapping[str, Curves], summaries: Mapping[str, dict], icl_positions, original: str,
-                   out: str | Path) -> None:
+def make_icl_score(curves: Mapping[str, Curves], summaries: Mapping[str, dict], icl_positions, original: str) -> Figure:
     """Per seed: the ICL score (+- 2 standard errors) and the validation loss against step (each seed at
     its own checkpoints)."""
     fig, (ax_icl, ax_loss) = plt.subplots(2, 1, figsize=(8, 7.5), sharex=True)
@@ -114,10 +114,10 @@ def plot_icl_score(curves: Mapping[str, Curves], summaries: Mapping[str, dict], 
         _step_axis(ax, every_step, label=ax is ax_loss)
         ax.legend(fontsize=7)
     ax_icl.set_title("In-context learning score (band: +- 2 standard errors over windows) and validation loss")
-    save_figure(fig, out)
+    return fig
 
 
-def plot_loss_by_position(curves: Curves, summary: dict, seed: str, width: float, out: str | Path) -> None:
+def make_loss_by_position(curves: Curves, summary: dict, seed: str, width: float) -> Figure:
     """One seed: validation loss at every context position x checkpoint, and its derivative in log
     position (after smoothing over ``width`` decades of token index)."""
     steps, loss = curves.steps, curves.metrics["loss_by_position"]  # [checkpoint context]
@@ -145,10 +145,10 @@ def plot_loss_by_position(curves: Curves, summary: dict, seed: str, width: float
     axes[1].set_title(f"its derivative in log position, smoothed over {width:g} decades\n"
                       "(blue: later tokens predicted better)")
     axes[1].legend(fontsize=7, loc="upper right")
-    save_figure(fig, out)
+    return fig
 
 
-def plot_head_scores(curves: Curves, summary: dict, seed: str, uniform_baseline: float, out: str | Path) -> None:
+def make_head_scores(curves: Curves, summary: dict, seed: str, uniform_baseline: float) -> Figure:
     """One seed: every head's prefix-matching and copying scores against step; the best head in black."""
     steps = curves.steps
     best = summary["best_head"]
@@ -176,11 +176,10 @@ def plot_head_scores(curves: Curves, summary: dict, seed: str, uniform_baseline:
     for ax in axes:
         ax.legend(fontsize=6, ncol=2)
     axes[0].set_title(f"seed {seed}: per-head induction scores over training")
-    save_figure(fig, out)
+    return fig
 
 
-def plot_energy_depth(curves: Mapping[str, Curves], summaries: Mapping[str, dict], n_layer: int, original: str,
-                      out: str | Path) -> None:
+def make_energy_depth(curves: Mapping[str, Curves], summaries: Mapping[str, dict], n_layer: int, original: str) -> Figure:
     """IE at every depth: each seed's final model, and the original seed before, in and after its window."""
     names = depth_names(n_layer)
     x = np.arange(len(names))
@@ -207,4 +206,4 @@ def plot_energy_depth(curves: Mapping[str, Curves], summaries: Mapping[str, dict
     ax.set_title("Interaction energy by depth (grey: the original seed's checkpoints nearest to the steps named)")
     ax.legend(fontsize=7, loc="center right")
     ax.grid(alpha=0.3)
-    save_figure(fig, out)
+    return fig
