@@ -2,7 +2,8 @@
 # the transformer: four sweeps of toy models, each trained as one batched stack of independent models,
 # then the headline numbers and one figure per script. Target: `snakemake --cores all superposition`.
 from tinylens.config import ConfigError
-from tinylens.superposition.experiments import preset_problems, summary_settings
+from tinylens.superposition.experiments import preset_problems
+from tinylens.superposition.summary import summary_settings
 
 SUPER = SETTINGS["superposition"]
 SUPER_DEFS = config["superposition"]

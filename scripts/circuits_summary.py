@@ -3,7 +3,7 @@
 
 import polars as pl
 
-from tinylens.circuits.composition import SCORES_SCHEMA
+from tinylens.circuits.schemas import SCORES_SCHEMA
 from tinylens.circuits.summary import summarize
 from tinylens.jobs import job
 from tinylens.tables import read_table

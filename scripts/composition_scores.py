@@ -5,7 +5,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from tinylens.circuits.composition import SCORES_SCHEMA, score_table
+from tinylens.circuits.composition import score_table
+from tinylens.circuits.schemas import SCORES_SCHEMA
 from tinylens.circuits.training import scores_over_training
 from tinylens.jobs import job
 from tinylens.tables import write_table

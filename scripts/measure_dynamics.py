@@ -3,8 +3,9 @@
 from pathlib import Path
 
 from tinylens.corpus import CharTokenizer, load_ids
-from tinylens.dynamics.measure import HEADS_SCHEMA, checkpoint_schema, measure_model
+from tinylens.dynamics.measure import measure_model
 from tinylens.dynamics.probes import MeasureSettings, make_probes
+from tinylens.dynamics.schemas import HEADS_SCHEMA, checkpoint_schema
 from tinylens.jobs import job
 from tinylens.tables import write_table
 from tinylens.weights import load_config

@@ -2,8 +2,8 @@
 
 import polars as pl
 
-from tinylens.circuits.composition import SCORES_SCHEMA
 from tinylens.circuits.plots import make_composition_heatmaps
+from tinylens.circuits.schemas import SCORES_SCHEMA
 from tinylens.jobs import job
 from tinylens.tables import read_table
 

@@ -3,8 +3,8 @@ family's phase-change window of each seed shaded (rule plot_composition_over_tra
 
 import polars as pl
 
-from tinylens.circuits.composition import SCORES_SCHEMA
 from tinylens.circuits.plots import make_composition_over_training
+from tinylens.circuits.schemas import SCORES_SCHEMA
 from tinylens.dynamics.summary import phase_change_windows
 from tinylens.jobs import job
 from tinylens.tables import read_table

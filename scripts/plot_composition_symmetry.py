@@ -4,7 +4,7 @@
 import polars as pl
 
 from tinylens.circuits.plots import make_composition_symmetry
-from tinylens.circuits.symmetry import SYMMETRY_SCHEMA
+from tinylens.circuits.schemas import SYMMETRY_SCHEMA
 from tinylens.jobs import job
 from tinylens.tables import read_table
 

@@ -1,8 +1,8 @@
 """Headline numbers of the superposition family, the source's findings beside ours (rule superposition_summary)."""
 
 from tinylens.jobs import job
-from tinylens.superposition.experiments import SummarySettings, summarize_tables
 from tinylens.superposition.schemas import TABLES
+from tinylens.superposition.summary import SummarySettings, summarize_tables
 from tinylens.tables import read_columns
 
 with job(snakemake) as j:

@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from tinylens.circuits.symmetry import SYMMETRY_SCHEMA, make_transforms, symmetry_test, token_windows
+from tinylens.circuits.schemas import SYMMETRY_SCHEMA
+from tinylens.circuits.symmetry import make_transforms, symmetry_test, token_windows
 from tinylens.corpus import load_ids
 from tinylens.jobs import job
 from tinylens.tables import write_table

@@ -370,7 +370,7 @@ def test_circuits_family_end_to_end(finished_run, config):
 
     import matplotlib.image as mpimg
 
-    from tinylens.circuits.symmetry import SYMMETRY_SCHEMA
+    from tinylens.circuits.schemas import SYMMETRY_SCHEMA
     from tinylens.tables import read_table
     from tinylens.weights import load_model
 

@@ -12,8 +12,8 @@ import torch
 from tinylens.config import ConfigError, train_config, validate_config
 from tinylens.corpus import load_ids
 from tinylens.dynamics.energy import interaction_energy
-from tinylens.dynamics.measure import HEAD_SCORES, depth_names
 from tinylens.dynamics.probes import MeasureSettings, make_probes
+from tinylens.dynamics.schemas import HEAD_SCORES, depth_names
 from tinylens.dynamics.summary import load_curves
 from tinylens.weights import load_checkpoint
 

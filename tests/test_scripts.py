@@ -36,3 +36,14 @@ def test_script_starts_with_the_job_prelude_and_stays_thin(path):
                    "snakemake.input", "snakemake.output"):
         assert banned not in text, f"{path.name} uses {banned}: the job prelude (tinylens.jobs) does this"
     assert code_lines(path) <= MAX_CODE_LINES, f"{path.name}: {code_lines(path)} code lines; move logic to src/"
+
+
+def test_every_family_package_is_laid_out_the_same_way():
+    """A reader who knows one family finds the next one's tables, figures and headline numbers in the same
+    three modules (docs/adding-an-analysis-family.md)."""
+    src = Path(__file__).resolve().parents[1] / "src/tinylens"
+    families = sorted(p.parent.name for p in src.glob("*/__init__.py"))
+    assert len(families) >= 5, families
+    missing = {family: [m for m in ("schemas.py", "plots.py", "summary.py") if not (src / family / m).is_file()]
+               for family in families}
+    assert not any(missing.values()), missing

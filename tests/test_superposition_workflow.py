@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from tinylens.superposition.dynamics import find_jumps
-from tinylens.superposition.experiments import SummarySettings, log_grid, summarize_tables, summary_settings
+from tinylens.superposition.experiments import log_grid
 from tinylens.superposition.geometry import feature_dimensionality, polygon_name
 from tinylens.superposition.levels import parse_fractions
 from tinylens.superposition.regimes import REGIMES, classify_regime
 from tinylens.superposition.schemas import TABLES
+from tinylens.superposition.summary import SummarySettings, summarize_tables, summary_settings
 from tinylens.tables import read_columns
 
 pytestmark = pytest.mark.workflow

@@ -50,32 +50,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 import torch
 from torch import Tensor
 
+from tinylens.circuits.schemas import SCORES_SCHEMA
 from tinylens.interventions import head_weights
 from tinylens.model import Transformer
-from tinylens.tables import Schema
 
 KINDS = ("Q", "K", "V")
 BASES = ("residual", "token")
 LAYERNORMS = ("ignored", "folded")
 #: Std of the model's own initialisation (``normal(0, 0.02)``, method.md §1): the baseline's matrices.
 INIT_STD = 0.02
-
-SCORES_SCHEMA = Schema("composition scores", {
-    "seed": pa.int64(),
-    "step": pa.int64(),            # training step of the weights (the final model: its last step)
-    "layernorm": pa.string(),      # ignored | folded
-    "basis": pa.string(),          # residual | token
-    "kind": pa.string(),           # Q | K | V
-    "layer_a": pa.int32(), "head_a": pa.int32(),   # the earlier head (writes)
-    "layer_b": pa.int32(), "head_b": pa.int32(),   # the later head (reads)
-    "score": pa.float64(),
-    "baseline_mean": pa.float64(),  # the same score for random heads of the same shapes
-    "baseline_std": pa.float64(),
-})
 
 
 @dataclass(frozen=True)

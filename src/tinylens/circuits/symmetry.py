@@ -31,15 +31,14 @@ from __future__ import annotations
 from functools import partial
 
 import numpy as np
-import pyarrow as pa
 import torch
 from torch import Tensor, nn
 
 from tinylens.circuits.composition import BASES, KINDS, basis_of, composition_scores, head_factors
+from tinylens.circuits.schemas import SYMMETRY_SCHEMA
 from tinylens.interventions import run
 from tinylens.measures import descending_ranks, kendall_tau
 from tinylens.model import Transformer
-from tinylens.tables import Schema
 
 LN_MODES = ("fold", "untouched")
 
@@ -179,16 +178,6 @@ def rank_changes(before: np.ndarray, after: np.ndarray) -> np.ndarray:
     """|rank before - rank after| of each item (rank 0 = largest; ties broken by position)."""
     rank = partial(descending_ranks, base=0, ties="by_position")
     return np.abs(rank(np.asarray(before)) - rank(np.asarray(after)))
-
-
-SYMMETRY_SCHEMA = Schema("symmetry test scores", {
-    "transform": pa.string(),      # a name from make_transforms
-    "basis": pa.string(),          # residual | token (LayerNorm ignored)
-    "kind": pa.string(),           # Q | K | V
-    "layer_a": pa.int32(), "head_a": pa.int32(), "layer_b": pa.int32(), "head_b": pa.int32(),
-    "score_before": pa.float64(),  # the trained weights
-    "score_after": pa.float64(),   # the weights transformed by T
-})
 
 
 def _pair_scores(model: Transformer, basis: str) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:

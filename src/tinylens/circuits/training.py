@@ -1,6 +1,6 @@
 """Composition over training and across seeds, and the family's headline summary.
 
-Tables are the :data:`tinylens.circuits.composition.SCORES_SCHEMA` columns as polars frames. A
+Tables are the :data:`tinylens.circuits.schemas.SCORES_SCHEMA` columns as polars frames. A
 pair's *excess* is its score minus the random-head baseline mean, its *z* that excess over the
 baseline std. Head indices within a layer are arbitrary labels (two seeds' head 2 of layer 1 have
 nothing in common), so pairs are compared across seeds by layer pair: for each ``(l_A, l_B)``

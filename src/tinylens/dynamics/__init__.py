@@ -8,7 +8,10 @@ Modules, in the order a measurement flows:
 - :mod:`~tinylens.dynamics.heads`: per-head scores (prefix matching, copying in two forms,
   previous-token and duplicate-token detection);
 - :mod:`~tinylens.dynamics.measure`: one checkpoint -> one row of metrics and one row per head,
-  through :func:`tinylens.interventions.run`; the Parquet schemas;
+  through :func:`tinylens.interventions.run`;
+- :mod:`~tinylens.dynamics.schemas`: the Parquet schemas of those rows;
 - :mod:`~tinylens.dynamics.phases`: curves over log-step -> the phase-change window, the
-  critical points of the interaction energy and of the KL to the unigram, the three phases.
+  critical points of the interaction energy and of the KL to the unigram, the three phases;
+- :mod:`~tinylens.dynamics.summary`: the curves read back, each seed's phases, metrics/dynamics.json;
+- :mod:`~tinylens.dynamics.plots`: the figures.
 """

@@ -1,4 +1,4 @@
-"""One checkpoint -> one row of metrics and one row per head (method.md §8), and their Parquet schemas.
+"""One checkpoint -> one row of metrics and one row per head (method.md §8; the tables: schemas.py).
 
 Every forward pass goes through :func:`tinylens.interventions.run`; every distance through
 :mod:`tinylens.measures`. Per checkpoint, on the fixed :class:`~tinylens.dynamics.probes.Probes`:
@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -40,50 +39,16 @@ from tinylens.dynamics.heads import (
     repeat_queries,
 )
 from tinylens.dynamics.probes import MeasureSettings, Probes
+from tinylens.dynamics.schemas import HEAD_SCORES
 from tinylens.interventions import direct_logits, head_outputs, head_weights, hook_name, run
 from tinylens.measures import kl_from_logits
 from tinylens.model import Transformer
-from tinylens.tables import Schema
 from tinylens.weights import checkpoint_steps, load_checkpoint
 
 log = logging.getLogger(__name__)
 
-#: Per-head score columns of the heads table, in order.
-HEAD_SCORES = ("prefix_matching", "copying_eigen", "copying_logit", "previous_token", "duplicate_token")
 #: Windows per forward pass: bounds memory at paper scale (256 x 256 x 384 states per depth).
 CHUNK = 64
-
-
-def depth_names(n_layer: int) -> list[str]:
-    """Where the interaction energy is measured: the embedding output, after each block, after ``ln_f``."""
-    return ["embed", *(f"block {b + 1}" for b in range(n_layer)), "ln_f"]
-
-
-def checkpoint_schema(n_layer: int, context: int) -> Schema:
-    """One row per checkpoint: ``ie``/``ie_prefix`` per depth (:func:`depth_names`), loss per position."""
-    depths = pa.list_(pa.float64(), n_layer + 2)
-    return Schema("dynamics checkpoints", {
-        "step": pa.int64(),
-        "tokens_seen": pa.int64(),
-        "train_loss": pa.float64(),
-        "val_loss": pa.float64(),
-        "icl_score": pa.float64(),
-        "icl_score_se": pa.float64(),
-        "kl_model_unigram": pa.float64(),
-        "kl_unigram_model": pa.float64(),
-        "unigram_direction_kl": pa.float64(),
-        "ie": depths,
-        "ie_prefix": depths,
-        "loss_by_position": pa.list_(pa.float64(), context),
-    })
-
-
-HEADS_SCHEMA = Schema("dynamics heads", {
-    "step": pa.int64(),
-    "layer": pa.int32(),
-    "head": pa.int32(),
-    **{name: pa.float64() for name in HEAD_SCORES},
-})
 
 
 def unigram_direction(model: Transformer, unigram: np.ndarray, restarts: int, steps: int, seed: int) -> float:

@@ -13,8 +13,8 @@ from functools import reduce
 import numpy as np
 from matplotlib.figure import Figure
 
-from tinylens.dynamics.measure import depth_names
 from tinylens.dynamics.phases import log_position_derivative
+from tinylens.dynamics.schemas import depth_names
 from tinylens.dynamics.summary import HEADLINE_DEPTH, Curves
 from tinylens.plots import plt
 

@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from tinylens.dynamics.heads import prefix_matching_score
-from tinylens.dynamics.measure import HEAD_SCORES, HEADS_SCHEMA, checkpoint_schema, depth_names
 from tinylens.dynamics.phases import critical_points, ie_kl_phases, loss_bump, phase_change_window
+from tinylens.dynamics.schemas import HEAD_SCORES, HEADS_SCHEMA, checkpoint_schema, depth_names
 from tinylens.tables import fixed_list_to_numpy, read_table
 
 #: The depth whose interaction energy is the headline curve: the token states after ``ln_f``, the
