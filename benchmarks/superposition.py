@@ -27,6 +27,7 @@ import torch
 import yaml
 
 from tinylens.atomic import write_json
+from tinylens.plots import save_figure
 from tinylens.superposition import plots
 from tinylens.superposition.experiments import (
     log_grid,
@@ -34,14 +35,14 @@ from tinylens.superposition.experiments import (
     run_nonuniform,
     run_phase_diagram,
     run_uniform,
-    summarize_tables,
     train_settings,
 )
 from tinylens.superposition.levels import parse_fractions
 from tinylens.superposition.model import train
 from tinylens.superposition.regimes import pair_settings
-from tinylens.superposition.schemas import TABLES, read_columns
-from tinylens.tables import write_table
+from tinylens.superposition.schemas import TABLES
+from tinylens.superposition.summary import SummarySettings, summarize_tables, summary_settings
+from tinylens.tables import read_columns, write_table
 from tinylens.train import select_device
 
 REPO = Path(__file__).resolve().parents[1]
@@ -154,24 +155,27 @@ def main() -> None:
         tables["dimensionality_jumps"] = tables.pop("dimensionality_jumps", outputs["dimensionality"]["jumps"])
         for stem, cols in tables.items():
             write_table(args.out / f"superposition/{stem}.parquet", TABLES[stem], cols)
-        metrics = summarize_tables(tables, spec, defs)
+        metrics = summarize_tables(tables, SummarySettings(**summary_settings(spec, defs)))
         write_json(args.out / "superposition.json", {"preset": args.preset, **metrics})
         t = {stem: read_columns(args.out / f"superposition/{stem}.parquet", TABLES[stem]) for stem in tables}
         fig = args.out / "figures"
-        plots.plot_polygons(t["uniform_models"], t["uniform_features"], fig / "superposition_polygons.png")
-        plots.plot_phase_change(t["nonuniform_models"], t["nonuniform_features"],
-                                fig / "superposition_phase_change.png")
         crossing = metrics["phase_change"]["crossing_relative_density"]
-        plots.plot_loss_crossing(t["nonuniform_models"], crossing if isinstance(crossing, float) else None,
-                                 spec["nonuniform"]["fixed_sparsity"], fig / "superposition_loss_crossing.png")
-        plots.plot_dimensionality(t["dimensionality_models"], t["dimensionality_features"], fractions, thr,
-                                  fig / "superposition_dimensionality.png")
-        plots.plot_fraction_histogram(t["dimensionality_features"], fractions, defs["tolerance"], thr,
-                                      metrics["dimensionality"], fig / "superposition_fraction_histogram.png")
-        plots.plot_dimensionality_training(t["dimensionality_training"], t["dimensionality_jumps"],
-                                           spec["dimensionality"]["dynamics_sparsity"], fractions, thr,
-                                           fig / "superposition_dimensionality_training.png")
-        plots.plot_phase_diagram(t["phase_cells"], t["phase_boundary"], fig / "superposition_phase_diagram.png")
+        figures = {
+            "polygons": plots.make_polygons(t["uniform_models"], t["uniform_features"]),
+            "phase_change": plots.make_phase_change(t["nonuniform_models"], t["nonuniform_features"]),
+            "loss_crossing": plots.make_loss_crossing(
+                t["nonuniform_models"], crossing if isinstance(crossing, float) else None,
+                spec["nonuniform"]["fixed_sparsity"]),
+            "dimensionality": plots.make_dimensionality(t["dimensionality_models"], t["dimensionality_features"],
+                                                        fractions, thr),
+            "fraction_histogram": plots.make_fraction_histogram(t["dimensionality_features"], fractions,
+                                                                defs["tolerance"], thr, metrics["dimensionality"]),
+            "dimensionality_training": plots.make_dimensionality_training(
+                t["dimensionality_training"], t["dimensionality_jumps"], spec["dynamics_sparsity"], fractions, thr),
+            "phase_diagram": plots.make_phase_diagram(t["phase_cells"], t["phase_boundary"]),
+        }
+        for name, figure in figures.items():
+            save_figure(figure, fig / f"superposition_{name}.png")
         print(json.dumps(metrics["headline"], indent=1))
         if args.drop_training_table:
             (args.out / "superposition/dimensionality_training.parquet").unlink()

@@ -1,7 +1,7 @@
 """Figure: interaction energy at every depth of the final models (rule plot_dynamics_energy_depth)."""
 
 
-from tinylens.dynamics.figures import make_energy_depth
+from tinylens.dynamics.plots import make_energy_depth
 from tinylens.dynamics.summary import load_curves
 from tinylens.jobs import job
 from tinylens.weights import load_config

@@ -1,7 +1,7 @@
 """Figure: interaction energy, KL to the unigram and the unigram direction against step (rule plot_dynamics_energy_kl)."""
 
 
-from tinylens.dynamics.figures import make_energy_kl
+from tinylens.dynamics.plots import make_energy_kl
 from tinylens.dynamics.summary import load_curves
 from tinylens.jobs import job
 from tinylens.weights import load_config

@@ -1,7 +1,7 @@
 """Figure: the original seed's per-head prefix-matching and copying scores against step (rule plot_dynamics_head_scores)."""
 
 
-from tinylens.dynamics.figures import make_head_scores
+from tinylens.dynamics.plots import make_head_scores
 from tinylens.dynamics.summary import load_curves
 from tinylens.jobs import job
 from tinylens.weights import load_config

@@ -1,7 +1,7 @@
 """Figure: in-context learning score and validation loss of every seed against step (rule plot_dynamics_icl_score)."""
 
 
-from tinylens.dynamics.figures import make_icl_score
+from tinylens.dynamics.plots import make_icl_score
 from tinylens.dynamics.summary import load_curves
 from tinylens.jobs import job
 from tinylens.weights import load_config

@@ -2,7 +2,7 @@
 derivative (rule plot_dynamics_loss_by_position)."""
 
 
-from tinylens.dynamics.figures import make_loss_by_position
+from tinylens.dynamics.plots import make_loss_by_position
 from tinylens.dynamics.summary import load_curves
 from tinylens.jobs import job
 from tinylens.weights import load_config

@@ -1,6 +1,7 @@
 """The scripts under scripts/: thin, and all started the same way (tinylens.jobs)."""
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,16 @@ def test_script_starts_with_the_job_prelude_and_stays_thin(path):
                    "snakemake.input", "snakemake.output"):
         assert banned not in text, f"{path.name} uses {banned}: the job prelude (tinylens.jobs) does this"
     assert code_lines(path) <= MAX_CODE_LINES, f"{path.name}: {code_lines(path)} code lines; move logic to src/"
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_what_a_script_imports_from_the_library_exists(path):
+    """A script runs only inside its job: a name moved or renamed in src/ would surface there, late."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tinylens"):
+            module = importlib.import_module(node.module)
+            missing = [a.name for a in node.names if not hasattr(module, a.name)]
+            assert not missing, f"{path.name}: {node.module} has no {missing}"
 
 
 def test_every_family_package_is_laid_out_the_same_way():
