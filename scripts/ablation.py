@@ -5,7 +5,7 @@ from pathlib import Path
 from tinylens.corpus import CharTokenizer
 from tinylens.jobs import job
 from tinylens.supporting.ablation import ablation_distances, ablation_rows
-from tinylens.supporting.inputs import load_prompt_set
+from tinylens.supporting.inputs import extend_columns, prompt_sets
 from tinylens.supporting.schemas import ablation_schema
 from tinylens.tables import write_table
 from tinylens.weights import load_model
@@ -15,12 +15,11 @@ with job(snakemake) as j:
     model = load_model(Path(inp.weights).parent)
     tokenizer = CharTokenizer.load(inp.tokenizer)
     columns: dict[str, list] = {}
-    for mode, path in zip(j.params.modes, inp.prompts, strict=True):
-        prompts = load_prompt_set(path, mode, tokenizer)
+    for prompts in prompt_sets(inp.prompts, j.params.modes, tokenizer):
         distances = ablation_distances(model, prompts.tokens)
-        for key, values in ablation_rows(mode, prompts.prompt_id, prompts.split, distances).items():
-            columns.setdefault(key, []).extend(values)
+        extend_columns(columns, ablation_rows(prompts.mode, prompts.prompt_id, prompts.split, distances))
         for (context, variant), h in distances.items():
-            j.log.info("%s mode, %s context, %s: mean H per block %s", mode, context, variant, h.mean(0).round(4).tolist())
+            j.log.info("%s mode, %s context, %s: mean H per block %s", prompts.mode, context, variant,
+                       h.mean(0).round(4).tolist())
     write_table(out.table, ablation_schema(model.config.n_layer), columns)
     j.log.info("wrote %d rows to %s", len(columns["mode"]), out.table)

@@ -6,7 +6,7 @@ import numpy as np
 
 from tinylens.corpus import CharTokenizer
 from tinylens.jobs import job
-from tinylens.supporting.inputs import load_prompt_set
+from tinylens.supporting.inputs import extend_columns, prompt_sets
 from tinylens.supporting.layernorm import noise_experiment, scaling_deviation
 from tinylens.supporting.schemas import NOISE_SCHEMA, SCALING_SCHEMA
 from tinylens.supporting.summary import summarize_noise, summarize_scaling
@@ -18,16 +18,15 @@ with job(snakemake) as j:
     model = load_model(Path(inp.weights).parent)
     tokenizer = CharTokenizer.load(inp.tokenizer)
     tables = {"scaling": {}, "noise": {}}
-    for mode, path in zip(p.modes, inp.prompts, strict=True):
-        prompts = load_prompt_set(path, mode, tokenizer, split="eval")
+    for prompts in prompt_sets(inp.prompts, p.modes, tokenizer, split="eval"):
+        mode = prompts.mode
         for name, cols, repeats in (
             ("scaling", scaling_deviation(model, prompts.tokens, p.factors), len(p.factors)),
             ("noise", noise_experiment(model, prompts.tokens, p.levels, p.seed), len(p.levels)),
         ):
             cols = {"mode": [mode] * (repeats * len(prompts.strings)),
                     "prompt_id": np.tile(prompts.prompt_id, repeats), **cols}
-            for k, v in cols.items():
-                tables[name].setdefault(k, []).extend(list(v))
+            extend_columns(tables[name], cols)
             summary = summarize_scaling(cols) if name == "scaling" else summarize_noise(cols)
             j.log.info("%s mode, %s: %s", mode, name, summary)
     write_table(out.scaling, SCALING_SCHEMA, tables["scaling"])

@@ -2,7 +2,7 @@
 
 
 from tinylens.dynamics.plots import make_energy_depth
-from tinylens.dynamics.summary import load_curves
+from tinylens.dynamics.summary import curves_of_seeds
 from tinylens.jobs import job
 from tinylens.weights import load_config
 
@@ -10,6 +10,5 @@ with job(snakemake) as j:
     inp, p = j.input, j.params
     cfg = load_config(inp.config)
     summary = j.read_json(inp.summary)["seeds"]
-    curves = {str(seed): load_curves(c, h, cfg.n_layer, cfg.n_head, cfg.block_size)
-              for seed, c, h in zip(p.seeds, inp.checkpoints, inp.heads, strict=True)}
+    curves = curves_of_seeds(cfg.n_layer, cfg.n_head, cfg.block_size, p.seeds, inp.checkpoints, inp.heads)
     j.save_figure(make_energy_depth(curves, summary, cfg.n_layer, str(p.original)))

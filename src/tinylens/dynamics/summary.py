@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -94,6 +95,13 @@ def load_curves(checkpoints_path: str | Path, heads_path: str | Path, n_layer: i
                          f"of {checkpoints_path}; rerun the rule that writes them (snakemake --forcerun dynamics_measure)")
     heads = {name: heads_table.column(name).to_numpy().reshape(n, n_layer, n_head) for name in HEAD_SCORES}
     return Curves(steps=steps, metrics=metrics, heads=heads)
+
+
+def curves_of_seeds(n_layer: int, n_head: int, context: int, seeds: Sequence[int], checkpoints: Sequence[str | Path],
+                    heads: Sequence[str | Path]) -> dict[str, Curves]:
+    """Every seed's curves (:func:`load_curves`), keyed by the seed as text, the tables in the order of ``seeds``."""
+    return {str(seed): load_curves(c, h, n_layer, n_head, context)
+            for seed, c, h in zip(seeds, checkpoints, heads, strict=True)}
 
 
 def uniform_prefix_matching(repeat_length: int, copies: int) -> float:

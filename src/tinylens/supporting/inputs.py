@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +43,19 @@ def load_prompt_set(path: str | Path, mode: str, tokenizer: CharTokenizer, split
     strings = [table["string"][i] for i in keep]
     return PromptSet(mode=mode, prompt_id=np.asarray(table["prompt_id"], dtype=np.int32)[keep],
                      split=np.asarray(table["split"])[keep], strings=strings, tokens=prompt_tokens(tokenizer, strings))
+
+
+def prompt_sets(paths: Sequence[str | Path], modes: Sequence[str], tokenizer: CharTokenizer,
+                split: str | None = None) -> Iterator[PromptSet]:
+    """Each mode's prompt table (``paths`` in the order of ``modes``) as a :class:`PromptSet`."""
+    for mode, path in zip(modes, paths, strict=True):
+        yield load_prompt_set(path, mode, tokenizer, split=split)
+
+
+def extend_columns(columns: dict[str, list], more: Mapping[str, Sequence]) -> None:
+    """Append one prompt set's columns to the columns gathered so far (every mode in one table)."""
+    for key, values in more.items():
+        columns.setdefault(key, []).extend(list(values))
 
 
 #: Tensors of a subspace file (safetensors): see :func:`save_subspaces`.
