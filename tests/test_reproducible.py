@@ -7,6 +7,8 @@
   listed in :data:`TIMED` (wall times, throughput, Snakemake's logs and benchmark records).
 """
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -23,11 +25,13 @@ from conftest import run_snakemake, snakemake_cmd
 
 pytestmark = pytest.mark.workflow
 
-#: What may differ between two identical runs, by name: whole folders of timings and logs, and JSON fields.
+#: What may differ between two identical runs, by name: whole folders of timings and logs, JSON fields
+#: and CSV columns (wall times and throughput). Everything else must be the same bytes.
 TIMED_DIRS = ("logs", "benchmarks")
 TIMED_FIELDS = {
     "metrics.json": ("train_seconds", "tokens_per_second"),  # models/seed<N>/metrics.json
     "training.json": ("train_seconds", "tokens_per_second"),  # metrics/training.json, per seed
+    "loss.csv": ("elapsed_s",),  # models/seed<N>/loss.csv
 }
 
 
@@ -37,6 +41,15 @@ def _drop_timed(obj, fields):
     if isinstance(obj, list):
         return [_drop_timed(v, fields) for v in obj]
     return obj
+
+
+def _without_timed(name: str, data: bytes, fields) -> bytes:
+    if name.endswith(".json"):
+        return json.dumps(_drop_timed(json.loads(data), fields)).encode()
+    rows = list(csv.reader(io.StringIO(data.decode("utf-8"))))
+    keep = [i for i, column in enumerate(rows[0]) if column not in fields]
+    assert len(keep) < len(rows[0]), f"{name} has none of the timing columns {fields}"
+    return "\n".join(",".join(row[i] for i in keep) for row in rows).encode()
 
 
 def output_files(results: Path) -> set[str]:
@@ -55,7 +68,7 @@ def differing_files(a: Path, b: Path) -> tuple[int, list[str]]:
         data_a, data_b = (a / name).read_bytes(), (b / name).read_bytes()
         fields = TIMED_FIELDS.get(Path(name).name)
         if fields and data_a != data_b:
-            data_a, data_b = (json.dumps(_drop_timed(json.loads(d), fields)).encode() for d in (data_a, data_b))
+            data_a, data_b = (_without_timed(name, d, fields) for d in (data_a, data_b))
         if data_a != data_b:
             differ.append(name)
     return len(names_a), differ
