@@ -87,7 +87,8 @@ def test_two_runs_of_the_test_preset_write_identical_bytes(finished_run, repo, t
 MULTI_OUTPUT = {
     "tokenize": ("data/tokenizer.json", "data/train.npy"),
     "build_strings": ("strings/strings.parquet", "strings/prompts_heldout.parquet"),
-    "dump_activations": ("activations/seed1337/strings/logits.parquet", "activations/seed1337/strings/block0.parquet"),
+    "dump_activations": ("activations/seed1337/prompts_corpus/logits.parquet",
+                         "activations/seed1337/prompts_corpus/block0.parquet"),
     "evaluate": ("evaluation/corpus/hellinger.parquet", "metrics/hellinger_corpus.json"),
     "tune_approximation": ("approx/corpus/tuned.json", "approx/corpus/threshold_sweep.csv"),
     "case_studies": ("case_studies/summary.json", "case_studies/matches.parquet"),
