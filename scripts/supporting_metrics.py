@@ -3,6 +3,7 @@
 
 from tinylens.jobs import job
 from tinylens.supporting.schemas import (
+    CONTRIBUTIONS_SCHEMA,
     ENDPOINT_SCHEMA,
     NOISE_SCHEMA,
     SCALING_SCHEMA,
@@ -25,6 +26,8 @@ with job(snakemake) as j:
                 for stage, path in zip(p.stages, inp.subspaces, strict=True)},
         criterion={m: j.read_json(path) for m, path in zip(p.modes, inp.criterion, strict=True)},
         n_blocks=p.n_blocks,
+        contributions=per_mode(inp.contributions, CONTRIBUTIONS_SCHEMA),
+        model={k: j.read_json(inp.config)[k] for k in ("vocab_size", "block_size", "n_embed", "n_layer")},
     )
     j.write_json(j.output.metrics, result)
     j.log.info("headline %s -> %s", result["headline"], j.output.metrics)

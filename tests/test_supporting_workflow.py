@@ -24,7 +24,8 @@ from tinylens.weights import load_model
 pytestmark = pytest.mark.workflow
 
 SEEDS = [1337, 1442, 88, 99999]
-FIGURES = ("ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion")
+FIGURES = ("ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion",
+           "attention_vs_ffwd")
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +60,27 @@ def test_metrics_put_the_paper_beside_ours(metrics):
 
 def pick(table, context, variant, mode):
     return table["hellinger"][(table["context"] == context) & (table["variant"] == variant) & (table["mode"] == mode)]
+
+
+def test_attention_against_feed_forward_follows_from_the_dumps(finished_run, metrics):
+    from tinylens.supporting.schemas import CONTRIBUTIONS_SCHEMA
+
+    cols = read_columns(finished_run / "supporting/block_contributions.parquet", CONTRIBUTIONS_SCHEMA)
+    prompts = load_prompts(finished_run / "strings/prompts_heldout.parquet")
+    on_eval = np.asarray(prompts["split"]) == "eval"
+    d = json.loads((finished_run / "models/seed1337/config.json").read_text())["n_embed"]
+    dump = finished_run / "activations/seed1337/prompts_heldout"
+    sel = (np.asarray(cols["mode"]) == "heldout") & (cols["block"] == 3)
+    assert sel.sum() == on_eval.sum()
+    x, sa, ffwd = (load_block(dump, 3, k, d)[on_eval].astype(np.float64) for k in ("block_input", "sa_out", "ffwd_out"))
+    np.testing.assert_allclose(cols["norm_ratio"][sel], np.linalg.norm(ffwd, axis=1) / np.linalg.norm(sa, axis=1))
+    out = x + sa + ffwd
+    direct = (ffwd * out).sum(1) / np.linalg.norm(ffwd, axis=1) / np.linalg.norm(out, axis=1)
+    np.testing.assert_allclose(cols["cos_ffwd_out"][sel], direct, atol=1e-9)
+    section = metrics["attention_vs_ffwd"]
+    assert section["ffwd_parameter_share"]["paper"]["percent"] == 65.71
+    block4 = section["modes"]["heldout"][3]
+    assert block4["ffwd_longer"]["share"] == pytest.approx(np.mean(cols["norm_ratio"][sel] > 1), abs=1e-6)
 
 
 def test_the_ablation_variants_agree_for_the_last_block_on_every_prompt(finished_run):

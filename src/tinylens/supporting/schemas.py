@@ -77,6 +77,19 @@ ENDPOINT_SCHEMA = Schema("feed-forward-only endpoint", {
 })
 
 
+CONTRIBUTIONS_SCHEMA = Schema("attention and feed-forward per block", {
+    "mode": pa.string(),
+    "prompt_id": pa.int32(),
+    "block": pa.int8(),  # 0-based
+    "sa_norm": pa.float64(),  # |sa_b|, last position
+    "ffwd_norm": pa.float64(),  # |ffwd_b|
+    "norm_ratio": pa.float64(),  # |ffwd_b| / |sa_b| (inf when sa_b = 0)
+    "cos_ffwd_sa": pa.float64(),  # cos(ffwd_b, sa_b)
+    "cos_ffwd_out": pa.float64(),  # cos(ffwd_b, out_b), out_b = x_b + sa_b + ffwd_b
+    "cos_sa_out": pa.float64(),  # cos(sa_b, out_b)
+})
+
+
 def tokens_schema(n_singular: int) -> Schema:
     """One row per (stage, token)."""
     return Schema("token subspaces", {

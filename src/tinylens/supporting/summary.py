@@ -8,6 +8,7 @@ import numpy as np
 
 from tinylens.approx import describe
 from tinylens.supporting import published
+from tinylens.supporting.contributions import contributions_section
 
 
 def ablation_section(summary: Mapping, n_blocks: int) -> dict:
@@ -81,11 +82,13 @@ def split_by_mode(columns: Mapping[str, Sequence], modes: Sequence[str]) -> dict
 
 def family_metrics(ablation: Mapping[int, Mapping[str, np.ndarray]], scaling: Mapping[str, dict],
                    noise: Mapping[str, dict], endpoint: Mapping[str, dict], stages: Mapping[int, Mapping],
-                   criterion: Mapping[str, Mapping], n_blocks: int) -> dict:
+                   criterion: Mapping[str, Mapping], n_blocks: int, contributions: Mapping[str, dict],
+                   model: Mapping) -> dict:
     """The family's metrics JSON: the headline and one section per analysis, the paper's numbers
-    beside ours. ``ablation``: each seed's table; ``scaling``, ``noise``, ``endpoint``: per mode (as
-    :func:`split_by_mode` gives); ``stages``: :func:`summarize_stage` of each stage; ``criterion``:
-    each mode's criterion JSON."""
+    beside ours. ``ablation``: each seed's table; ``scaling``, ``noise``, ``endpoint``, ``contributions``:
+    per mode (as :func:`split_by_mode` gives); ``stages``: :func:`summarize_stage` of each stage;
+    ``criterion``: each mode's criterion JSON; ``model``: the model's vocab_size, block_size, n_embed
+    and n_layer (the feed-forward parameter share)."""
     modes = list(scaling)
     sections = {
         "ablation": ablation_section(summarize_ablation(ablation), n_blocks),
@@ -95,17 +98,22 @@ def family_metrics(ablation: Mapping[int, Mapping[str, np.ndarray]], scaling: Ma
                             "modes": {m: {"scaling": summarize_scaling(scaling[m]), "noise": summarize_noise(noise[m])}
                                       for m in modes}},
         "ffwd_endpoint": {m: summarize_endpoint(endpoint[m]) for m in modes},
+        "attention_vs_ffwd": contributions_section(contributions, n_blocks, model),
     }
     return {"headline": headline(sections["ablation"], sections["criterion"], sections["token_subspaces"],
                                  {m: v["scaling"] for m, v in sections["final_layernorm"]["modes"].items()},
-                                 sections["ffwd_endpoint"], list(stages)),
+                                 sections["ffwd_endpoint"], list(stages), sections["attention_vs_ffwd"]),
             **sections}
 
 
 def headline(ablation: Mapping, criterion: Mapping, subspaces: Mapping, scaling: Mapping, endpoint: Mapping,
-             stages: Sequence[int], mode: str = "corpus") -> dict[str, float | None]:
+             stages: Sequence[int], contributions: Mapping, mode: str = "corpus") -> dict[str, float | None]:
     """A flat table of the few numbers to look at first (the paper's prompt mode)."""
-    out: dict[str, float | None] = {}
+    out: dict[str, float | None] = {"ffwd_parameter_percent": contributions["ffwd_parameter_share"]["ours"]["percent"]}
+    for row in contributions["modes"].get(mode, []):
+        out[f"ffwd_sa_norm_ratio_median_block{row['block']}"] = row["norm_ratio"].get("median")
+        out[f"ffwd_longer_share_block{row['block']}"] = row["ffwd_longer"]["share"]
+        out[f"ffwd_closer_to_output_share_block{row['block']}"] = row["ffwd_closer_to_output"]["share"]
     for row in ablation["comparison"].get(mode, []):
         for key in ("one_token_drop_sa", "one_token_drop_ffwd", "full_drop_sa", "full_drop_ffwd"):
             out[f"ablation_{key}_block{row['block']}"] = row.get(key)
