@@ -422,3 +422,36 @@ def test_composition_across_seeds_original_first_and_its_agreement():
     assert [ax.get_title() for ax in grids[:2]] == ["seed 3: Q, residual\noriginal",
                                                     "seed 5: Q, residual\ntau 0.50, shared 1"]
     np.testing.assert_allclose(grids[2].images[0].get_array()[0, 1], 0.4)  # K: the largest excess over heads
+
+
+def test_attention_vs_ffwd_draws_a_box_per_block_and_mode():
+    from tinylens.supporting.plots import make_attention_vs_ffwd
+
+    block = np.repeat(np.arange(3), 4).astype(np.int8)
+    ratio = np.tile([1.5, 2.0, 3.0, np.inf], 3)
+    tables = {mode: {"block": block, "norm_ratio": ratio * (1 + d), "cos_ffwd_sa": np.full(12, -0.2 + d),
+                     "cos_ffwd_out": np.full(12, 0.8), "cos_sa_out": np.full(12, 0.1)}
+              for mode, d in (("corpus", 0.0), ("heldout", 0.5))}
+    fig = make_attention_vs_ffwd(tables)
+    assert [ax.get_title() for ax in fig.axes] == ["|ffwd_b| / |sa_b|", "cos(ffwd_b, sa_b)",
+                                                    "cos(ffwd_b, block output)", "cos(sa_b, block output)"]
+    ratio_ax = fig.axes[0]
+    assert ratio_ax.get_yscale() == "log"
+    assert len(ratio_ax.patches) == 3 * 2  # a box per block and mode
+    medians = [line.get_ydata()[0] for line in ratio_ax.lines if line.get_linewidth() == 2]
+    assert medians == [2.0] * 3 + [3.0] * 3  # the finite ratios' medians, corpus then held-out
+    assert legend(ratio_ax) == ["corpus prompts (the paper's mode)", "held-out prompts (validation text)"]
+
+
+def test_attention_hull_draws_each_weighting_per_head():
+    from tinylens.attention.plots import make_attention_hull
+
+    block = np.repeat([0, 0, 1, 1], 3).astype(np.int8)
+    head = np.tile(np.repeat([0, 1], 3), 2).astype(np.int8)
+    cols = {"block": block, "head": head, "real_potential": np.tile([0.1, 0.2, 0.3], 4),
+            "shuffled_potential": np.full(12, 0.9), "uniform_potential": np.full(12, 1.0)}
+    ax = make_attention_hull(cols).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1.1", "1.2", "2.1", "2.2"]
+    assert legend(ax) == ["the head's attention", "rows shuffled over visible positions", "uniform over visible positions"]
+    real = ax.containers[0]  # errorbar containers in drawing order
+    np.testing.assert_allclose(np.asarray(real.lines[0].get_ydata(), dtype=float), [0.2] * 4)
