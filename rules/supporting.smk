@@ -152,6 +152,7 @@ rule token_subspaces:
         lr=SUPPORTING_SIZES["subspace_lr"],
         weight_decay=SUPPORTING["subspace_weight_decay"],
         target_nll=SUPPORTING["subspace_target_nll"],
+        plateau=SUPPORTING["subspace_plateau"],
         seed=SUPPORTING["subspace_seed"],
         pairs=SUPPORTING["mixture_pairs"],
         device=config["device"],

@@ -72,3 +72,16 @@ def test_parameter_share_counts_the_model(shape):
     assert got["ffwd_parameters"] == sum(p.numel() for b in model.blocks for p in b.ffwd.parameters())
     if shape["n_embed"] == 384:
         assert (got["ffwd_parameters"], got["parameters"], round(got["percent"], 2)) == (7_089_408, 10_788_929, 65.71)
+
+
+def test_rank_fit_and_the_earlier_stages_test():
+    from tinylens.supporting.summary import earlier_stages_fit_worse, rank_fit
+
+    fit = rank_fit(np.array([[2.0, 1.0, 1.0], [1.0, 0.0, 0.0]]))
+    np.testing.assert_allclose(fit, [[4 / 6, 5 / 6, 1.0], [1.0, 1.0, 1.0]])
+    rng = np.random.default_rng(0)
+    end = rank_fit(np.column_stack([np.full(30, 10.0), rng.uniform(0, 1, (30, 3))]))  # a line fits well
+    early = rank_fit(rng.uniform(1, 2, (30, 4)))  # spread over four directions: rank 3 holds about 3/4
+    got = earlier_stages_fit_worse({6: end, 5: early, 4: end}, n_layer=6)
+    assert got["5"]["holds"] and got["5"]["p_value"] < 1e-6
+    assert not got["4"]["holds"]  # rank 3 of the same samples fits at least as well as rank 1

@@ -104,11 +104,27 @@ def test_learned_subspaces_are_what_the_tables_say(finished_run):
         np.testing.assert_allclose(np.abs(np.einsum("td,td->t", sub.direction, tensors["direction"])), 1.0, atol=1e-4)
         table = load_subspace_tokens(finished_run / f"supporting/subspaces/stage{stage}.parquet")
         np.testing.assert_allclose(table["sigma_ratio"], sub.sigma_ratio, rtol=1e-4)
+        assert np.array_equal(table["converged"], (table["stopped_step"] >= 0) | (table["plateau_step"] >= 0))
+        assert np.array_equal(tensors["converged"] > 0.5, table["converged"])
         with torch.no_grad():
             samples = torch.from_numpy(tensors["samples"]).reshape(-1, model.config.n_embed)
             logits = run(model, resid=samples[:, None], start=stage, last_only=True).logits
             nll = torch.nn.functional.cross_entropy(logits, torch.arange(65).repeat_interleave(10), reduction="none")
         np.testing.assert_allclose(nll.view(65, 10).mean(1).numpy(), table["joint_nll"], rtol=1e-3, atol=1e-6)
+
+
+def test_prompts_with_an_unconverged_top_token_are_flagged_and_left_out(finished_run):
+    tokens = load_subspace_tokens(finished_run / "supporting/subspaces/stage6.parquet")
+    unconverged = {t for t, c in zip(tokens["token"], tokens["converged"]) if not c}
+    table = read_columns(finished_run / "supporting/criterion_corpus.parquet", criterion_schema())
+    end = table["subspaces"] == "end_of_model"
+    expected = [bool(set(top) & unconverged) for top in np.asarray(table["top_tokens"])[end]]
+    assert table["unconverged"][end].tolist() == expected
+    summary = json.loads((finished_run / "supporting/criterion_corpus.json").read_text())
+    for b, entry in summary["blocks"].items():
+        sel = end & (table["block"] == int(b))
+        assert entry["end_of_model"]["excluded_unconverged"] == int((table["unconverged"] & ~table["empty"])[sel].sum())
+        assert entry["end_of_model"]["used"] == int((~table["unconverged"] & ~table["empty"])[sel].sum())
 
 
 def test_the_criterion_table_follows_from_the_search_and_the_subspaces(finished_run, config):

@@ -52,6 +52,7 @@ def criterion_section(per_mode: Mapping[str, Mapping], n_blocks: int) -> dict:
                 row[f"{variant}_permutation_null_abs_std"] = e["permutation_null_abs"]["std"]
                 row[f"{variant}_used"] = e["used"]
                 row[f"{variant}_empty"] = e["empty"]
+                row[f"{variant}_excluded_unconverged"] = e.get("excluded_unconverged", 0)
             rows.append(row)
         comparison[mode] = rows
     return {"paper": {"end_of_model": {str(b): x for b, x in published.CRITERION_END_OF_MODEL.items()},
@@ -60,9 +61,10 @@ def criterion_section(per_mode: Mapping[str, Mapping], n_blocks: int) -> dict:
             "comparison": comparison, "modes": dict(per_mode)}
 
 
-def subspace_section(per_stage: Mapping[int, Mapping], n_layer: int) -> dict:
+def subspace_section(per_stage: Mapping[int, Mapping], n_layer: int, fits: Mapping[int, np.ndarray] | None = None) -> dict:
     """``per_stage``: :func:`summarize_stage` by stage. Adds the paper's
-    check (sigma_1 > 6 sigma_2 for 'a' at the input of ln_f) beside ours."""
+    check (sigma_1 > 6 sigma_2 for 'a' at the input of ln_f) beside ours, and, from ``fits`` (stage ->
+    :func:`rank_fit`), the test that earlier stages fit worse even at higher rank."""
     end = per_stage.get(n_layer, {})
     token = published.SUBSPACE_SIGMA_RATIO["token"]
     ours = end.get("by_token", {}).get(token, {})
@@ -71,6 +73,7 @@ def subspace_section(per_stage: Mapping[int, Mapping], n_layer: int) -> dict:
         "a_at_ln_f_input": {"sigma_ratio": ours.get("sigma_ratio"), "sigma_ratio_centred": ours.get("sigma_ratio_centred"),
                             "self_probability": ours.get("self_probability")},
         "stages": {str(s): dict(v) for s, v in per_stage.items()},
+        "earlier_stages_fit_worse": earlier_stages_fit_worse(fits or {}, n_layer),
     }
 
 
@@ -83,7 +86,7 @@ def split_by_mode(columns: Mapping[str, Sequence], modes: Sequence[str]) -> dict
 def family_metrics(ablation: Mapping[int, Mapping[str, np.ndarray]], scaling: Mapping[str, dict],
                    noise: Mapping[str, dict], endpoint: Mapping[str, dict], stages: Mapping[int, Mapping],
                    criterion: Mapping[str, Mapping], n_blocks: int, contributions: Mapping[str, dict],
-                   model: Mapping) -> dict:
+                   model: Mapping, fits: Mapping[int, np.ndarray] | None = None) -> dict:
     """The family's metrics JSON: the headline and one section per analysis, the paper's numbers
     beside ours. ``ablation``: each seed's table; ``scaling``, ``noise``, ``endpoint``, ``contributions``:
     per mode (as :func:`split_by_mode` gives); ``stages``: :func:`summarize_stage` of each stage;
@@ -93,7 +96,7 @@ def family_metrics(ablation: Mapping[int, Mapping[str, np.ndarray]], scaling: Ma
     sections = {
         "ablation": ablation_section(summarize_ablation(ablation), n_blocks),
         "criterion": criterion_section(criterion, n_blocks),
-        "token_subspaces": subspace_section(stages, n_blocks),
+        "token_subspaces": subspace_section(stages, n_blocks, fits),
         "final_layernorm": {"paper": published.FINAL_LAYERNORM,
                             "modes": {m: {"scaling": summarize_scaling(scaling[m]), "noise": summarize_noise(noise[m])}
                                       for m in modes}},
@@ -214,12 +217,21 @@ def summarize_stage(cols: dict, target_nll: float, samples: int) -> dict:
         return {"min": _f(q[0]), "q25": _f(q[1]), "median": _f(q[2]), "q75": _f(q[3]), "max": _f(q[4]),
                 "infinite": int((~np.isfinite(v)).sum())}
 
+    converged = np.asarray(cols["converged"], dtype=bool)
+    fit = rank_fit(np.asarray(cols["singular"], dtype=np.float64))
     return {
         "tokens": len(tokens),
         "samples_per_token": samples,
         "target_nll": target_nll,
         "tokens_reached": int(np.sum(cols["reached"])),
         "tokens_not_reached": [t for t, r in zip(tokens, cols["reached"]) if not r],
+        "tokens_converged": int(converged.sum()),
+        "tokens_not_converged": [t for t, c in zip(tokens, converged) if not c],
+        "tokens_plateaued": int(np.sum(np.asarray(cols["plateau_step"]) >= 0)),
+        "joint_nll": spread(np.asarray(cols["joint_nll"], dtype=np.float64)),
+        # the share of the samples' squared norm the first r singular directions hold (1: a line fits exactly)
+        "rank_fit": {str(r): spread(fit[:, r - 1]) for r in RANKS if r <= fit.shape[1]},
+        "rank_fit_converged": {str(r): spread(fit[converged, r - 1]) for r in RANKS if r <= fit.shape[1]},
         "samples_reached": int(np.sum(cols["samples_reached"])),
         "sigma_ratio": spread(ratio),
         "sigma_ratio_centred": spread(centred),
@@ -229,6 +241,36 @@ def summarize_stage(cols: dict, target_nll: float, samples: int) -> dict:
         "by_token": {t: {"sigma_ratio": _f(r), "sigma_ratio_centred": _f(c), "self_probability": _f(p)}
                      for t, r, c, p in zip(tokens, ratio, centred, p_self)},
     }
+
+
+#: Ranks whose fit (:func:`rank_fit`) each stage reports.
+RANKS = (1, 2, 3)
+
+
+def rank_fit(singular: np.ndarray) -> np.ndarray:
+    """``[token r]``: the share of each token's samples' squared norm held by their first ``r`` uncentred
+    singular directions, ``sum_{i<=r} s_i^2 / sum_i s_i^2``, for r = 1..min(K, d_model)."""
+    sq = np.asarray(singular, dtype=np.float64) ** 2
+    total = sq.sum(1, keepdims=True)
+    return np.cumsum(sq, axis=1) / np.where(total > 0, total, 1.0)
+
+
+def earlier_stages_fit_worse(per_stage_fit: Mapping[int, np.ndarray], n_layer: int, rank: int = 3) -> dict:
+    """The paper's observation that earlier stages fit worse even at higher rank, as a test: per earlier
+    stage, its tokens' rank-``rank`` fit against the end stage's rank-1 fit (one-sided Mann-Whitney U,
+    alternative: the earlier stage's is lower). ``per_stage_fit``: stage -> :func:`rank_fit`."""
+    from scipy.stats import mannwhitneyu
+
+    end = per_stage_fit.get(n_layer)
+    out = {}
+    for stage, fit in sorted(per_stage_fit.items(), reverse=True):
+        if stage == n_layer or end is None or fit.shape[1] < rank:
+            continue
+        test = mannwhitneyu(fit[:, rank - 1], end[:, 0], alternative="less")
+        out[str(stage)] = {f"rank{rank}_fit_median": _f(np.median(fit[:, rank - 1])),
+                           "end_rank1_fit_median": _f(np.median(end[:, 0])), "p_value": _f(test.pvalue),
+                           "holds": bool(test.pvalue < 0.05)}
+    return out
 
 
 def _f(x) -> float | None:
