@@ -24,7 +24,6 @@ from tinylens.comparison import (
     seeds_test,
     write_table_csv,
 )
-
 from tinylens.tables import read_csv
 
 DOCS = {

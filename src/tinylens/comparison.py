@@ -593,3 +593,33 @@ def markdown(table: Sequence[Mapping]) -> str:
                  t["verdict"], t["test"]]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")  # a bare | would split a cell
     return "\n".join(lines) + "\n"
+
+
+def findings(documents: Mapping[str, object]) -> list[str]:
+    """The comparison's sentences of the run's findings (tinylens.findings): the verdict counts, what is not
+    comparable and why, and the rows that differ. ``documents``: ``comparison`` (metrics/paper_comparison.json)."""
+    from tinylens.findings import get, num
+
+    doc = documents["comparison"]
+    c = get(doc, "counts")
+    phrases = {"consistent": "agree with ours", "differs": "differ", "not comparable": "are not comparable at this "
+               "preset", "no spread": "have no uncertainty to judge by", "not computed": "were not computed"}
+    parts = [f"{c[v]} {phrases[v]}" for v in VERDICTS if c.get(v)]
+    out = [f"Of the {get(c, 'rows')} published numbers, " + ", ".join(parts)
+           + f" (two-sided tests at {num(get(doc, 'level'))}; `comparison/paper_comparison.md`)."]
+    differ = get(doc, "differences_from_the_paper")
+    if differ:
+        out.append("Not comparable here: " + "; ".join(f"{k}: {v}" for k, v in differ.items()) + ".")
+    rows = {r["id"]: r for r in get(doc, "rows")}
+    mean = rows.get("hellinger_mean")
+    if mean and mean["verdict"] in ("consistent", "differs"):
+        word = "differs from" if mean["verdict"] == "differs" else "is consistent with"
+        out.append(f"The like-for-like mean Hellinger distance, {num(mean['like_for_like'])}, {word} the paper's "
+                   f"{num(mean['paper'])} (difference {num(mean['difference'], 2)}, 95% interval "
+                   f"{num(mean['ci_low'], 2)} to {num(mean['ci_high'], 2)}, p = {num(mean['p_value'], 2)}).")
+    differing = [r for r in rows.values() if r["verdict"] == "differs" and r["id"] != "hellinger_mean"]
+    if differing:
+        out.append("Differing: " + "; ".join(f"{r['quantity']} ({num(r['like_for_like'])} against "
+                                             f"{num(r['paper'])})" for r in differing[:4])
+                   + (f"; and {len(differing) - 4} more" if len(differing) > 4 else "") + ".")
+    return out

@@ -227,3 +227,41 @@ def _f(x) -> float | None:
     """JSON-safe float: None for inf/NaN."""
     x = float(x)
     return round(x, 6) if np.isfinite(x) else None
+
+
+def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
+    """The family's sentences of the run's findings (tinylens.findings), on ``mode``'s prompts (the first
+    mode of the metrics where it has none). ``documents``: ``supporting`` (metrics/supporting.json)."""
+    from tinylens.findings import get, num
+
+    doc = documents["supporting"]
+    comparison = get(doc, "ablation", "comparison")
+    mode = mode if mode in comparison else next(iter(comparison))
+    out = []
+    blocks = get(comparison, mode)
+    ffwd = [get(b, "one_token_drop_ffwd") for b in blocks]
+    sa = [get(b, "one_token_drop_sa") for b in blocks]
+    larger = sum(f > s for f, s in zip(ffwd, sa))
+    out.append(f"Removing a block's feed-forward term moves the next-token distribution more than removing its "
+               f"attention term in {larger} of {len(blocks)} blocks (mean Hellinger, the paper's one-token "
+               f"variant, {mode} prompts; block 1: {num(ffwd[0], 2)} against {num(sa[0], 2)}).")
+    rows = get(doc, "criterion", "comparison", mode)
+    last = next((r for r in rows if "end_of_model_abs" in r), None)
+    if last is not None:
+        rate, null = get(last, "end_of_model_abs"), get(last, "end_of_model_permutation_null_abs")
+        sd = get(last, "end_of_model_permutation_null_abs_std")
+        relation = "above" if rate > null + 2 * sd else "below" if rate < null - 2 * sd else "within two standard deviations of"
+        out.append(f"The criterion (every top token within the first half by |cos|) holds for {num(rate, 3)}% of the "
+                   f"prompts at block {get(last, 'block')} with end-of-model subspaces, {relation} its permutation "
+                   f"null ({num(null, 3)}% +- {num(sd, 2)}).")
+    ratio = get(doc, "token_subspaces", "a_at_ln_f_input", "sigma_ratio")
+    if ratio is not None:
+        bound = published.SUBSPACE_SIGMA_RATIO["sigma_ratio_more_than"]
+        out.append(f"The token subspace of 'a' at the input of ln_f has sigma_1 / sigma_2 = {num(ratio)} "
+                   f"({'above' if ratio > bound else 'not above'} the paper's {num(bound)}).")
+    endpoint = get(doc, "ffwd_endpoint")
+    if mode in endpoint:
+        out.append(f"The feed-forward-only endpoint x_1 + sum_b ffwd_b points the way of the real final residual "
+                   f"(mean cosine {num(get(endpoint, mode, 'cosine', 'mean'))}) and its distribution is "
+                   f"{num(get(endpoint, mode, 'hellinger', 'mean'))} from the model's (mean Hellinger).")
+    return out
