@@ -111,11 +111,11 @@ def test_comparison_table_lists_every_published_number(finished_run):
     assert result["headline"]["hellinger_mean"]["like_for_like"] == mean["like_for_like"]
     # the supporting family's rows: the paper mode's one-token ablation and criterion
     supporting = read(finished_run / "metrics/supporting.json")
-    block1 = next(b for b in supporting["ablation"]["comparison"]["paper"] if b["block"] == 1)
+    block1 = next(b for b in supporting["ablation"]["comparison"]["paper"] if b["block"] == 0)
     ablation = result["headline"]["ablation_drop_ffwd_block1"]
     assert ablation["paper"] == 0.70 and ablation["like_for_like"] == block1["one_token_drop_ffwd"]
     assert ablation["own"] == block1["full_drop_ffwd"]
-    block6 = next(b for b in supporting["criterion"]["comparison"]["paper"] if b["block"] == 6)
+    block6 = next(b for b in supporting["criterion"]["comparison"]["paper"] if b["block"] == 5)
     assert rows["criterion_end_of_model_block6"]["like_for_like"] == block6["end_of_model_abs"]
 
 

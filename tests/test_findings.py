@@ -83,7 +83,7 @@ def test_the_data_chooses_the_wording():
     assert "against a uniform head's 0.049" in none and "No phase change is detected in any seed." in none
     assert "in no seed two standard errors below 0" in none and "An induction head" not in none
     found = " ".join(dynamics_findings(_dynamics(0.62, True, -0.4, 0.05)))
-    assert "An induction head forms in 1 of 1 seeds" in found and "block 2, head 1 of seed 1337" in found
+    assert "An induction head forms in 1 of 1 seeds" in found and "block 3, head 1 of seed 1337" in found
     assert "A phase change (both together) is detected in 1 of 1 seeds." in found and "No " not in found
 
 

@@ -237,7 +237,7 @@ def _supporting_rows(mode: str = SUPPORTING_MODE) -> list[Row]:
     rows = []
     for variant, values in ABLATION.items():
         for b, value in enumerate(values, start=1):
-            block = ("ablation", "comparison", mode, Where("block", b))
+            block = ("ablation", "comparison", mode, Where("block", b - 1))  # 0-based in the metrics
             rows.append(Row(
                 f"ablation_{variant}_block{b}", "§7", f"ablation, {variant.replace('_', '-')} in block {b}: mean H",
                 value, at("supporting", *block, f"one_token_{variant}"), at("supporting", *block, f"full_{variant}"),
@@ -246,18 +246,18 @@ def _supporting_rows(mode: str = SUPPORTING_MODE) -> list[Row]:
                 headline=b == 1, needs=MODEL,
                 note="like-for-like: the one-token continuation (the paper's code); own: the full-context intervention"))
     for b, value in enumerate(CRITERION_END_OF_MODEL, start=1):
-        block = ("criterion", "comparison", mode, Where("block", b))
+        block = ("criterion", "comparison", mode, Where("block", b - 1))
         rows.append(Row(
             f"criterion_end_of_model_block{b}", "§7", f"criterion, end-of-model subspaces, block {b}: % of prompts",
             value, at("supporting", *block, "end_of_model_abs"), at("supporting", *block, "end_of_model_signed"),
             headline=b == 6, needs=MODEL, note="like-for-like: ranks by |cos| (the notebooks); own: sign-aware ranks"))
     for b, value in CRITERION_SAME_STAGE.items():
-        block = ("criterion", "comparison", mode, Where("block", b))
+        block = ("criterion", "comparison", mode, Where("block", b - 1))
         rows.append(Row(
             f"criterion_same_stage_block{b}", "§7", f"criterion, same-stage subspaces, block {b}: % of prompts",
             value, at("supporting", *block, "same_stage_abs"), at("supporting", *block, "same_stage_signed"),
             needs=MODEL, note="like-for-like: ranks by |cos|; own: sign-aware ranks"))
-    block6 = ("criterion", "comparison", mode, Where("block", 6))
+    block6 = ("criterion", "comparison", mode, Where("block", 5))
     rows.append(Row(
         "criterion_chance_block6", "§7", "criterion's chance level, block 6, end-of-model: % of prompts",
         sum(CRITERION_CHANCE_PERCENT) / 2, at("supporting", *block6, "end_of_model_permutation_null_abs"),

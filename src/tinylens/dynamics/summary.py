@@ -141,7 +141,7 @@ def seed_summary(curves: Curves, n_layer: int, tokens_per_step: int, settings: P
             "ie_by_depth": dict(zip(depth_names(n_layer), map(float, m["ie"][final]))),
         },
         "best_head": {
-            "block": int(layer) + 1, "head": int(head),
+            "block": int(layer), "head": int(head),  # 0-based, as in every metrics file and table
             **{name: float(curves.heads[name][final, layer, head]) for name in HEAD_SCORES},
             "prefix_matching_max": float(best_curve.max()),
             "prefix_matching_max_step": int(steps[int(np.argmax(best_curve))]),
@@ -209,7 +209,7 @@ def findings(documents: dict) -> list[str]:
     formed = sum(bool(get(s, "induction_head_formed")) for s in seeds.values())
     top_seed = max(best, key=lambda k: best[k]["prefix_matching"])
     top = best[top_seed]
-    head = f"block {get(top, 'block') - 1}, head {get(top, 'head')} of seed {top_seed}"
+    head = f"block {get(top, 'block')}, head {get(top, 'head')} of seed {top_seed}"
     threshold = get(doc, "settings", "induction_threshold")
     if formed:
         out = [f"An induction head forms in {formed} of {n} seeds (final prefix-matching score above "
