@@ -379,15 +379,15 @@ def findings(documents: Mapping[str, object]) -> list[str]:
         h = get(modes, mode, "paper_values" if mode == "paper" else "approximation")
         mean, se = get(h, "mean"), get(h, "std") / math.sqrt(max(get(h, "n"), 1))
         alternates = [get(a, "mean") for a in get(modes, mode, "alternates").values()]
+        paper = f"; the paper: {PAPER_REFERENCE['approximation_mean']} over its 20,000 prompts" if mode == "paper" else ""
         sentence = (f"On {get(h, 'n')} of {what}, the approximation's mean Hellinger distance from the model is "
-                    f"{num(mean)} +- {num(se, 2)} (standard error)")
-        if mode == "paper":
-            sentence += f" (the paper: {PAPER_REFERENCE['approximation_mean']} over its 20,000 prompts)"
+                    f"{num(mean)} (standard error {num(se, 2)}{paper})")
         if alternates:
             floor = max(alternates)
             relation = ("further from the model than" if mean - 2 * se > floor else
-                        "closer to the model than" if mean + 2 * se < min(alternates) else "as close to the model as")
+                        "closer to the model than" if mean + 2 * se < min(alternates) else
+                        "as close to the model as")
             sentence += (f"; a differently seeded model is {span(alternates)} away, so the approximation is "
-                         f"{relation} another seed of the same model")
+                         f"{relation} another seed of the same model (by two standard errors)")
         out.append(sentence + ".")
     return out

@@ -141,7 +141,9 @@ def findings(documents: Mapping) -> list[str]:
     best = get(doc, "probes", "best_logistic")
     chance = get(doc, "probes", "chance")
     z = get(doc, "probes", "best_logistic_z_vs_shuffled")
-    out.append(f"A speaker probe reaches a balanced accuracy of {percent(get(best, 'balanced_accuracy'))} at depth "
-               f"{get(doc, 'probes', 'best_logistic_depth')} (chance {percent(get(chance, 'balanced_accuracy'))}; "
-               f"{num(z, 2)} shuffled-label standard deviations above the shuffled labels' mean, the best of the depths).")
+    verdict = ("above the shuffled-label control by more than two of its standard deviations" if z > 2 else
+               "not above the shuffled-label control by two of its standard deviations")
+    out.append(f"The best speaker probe reaches a balanced accuracy of {percent(get(best, 'balanced_accuracy'))} at "
+               f"depth {get(doc, 'probes', 'best_logistic_depth')} (chance {percent(get(chance, 'balanced_accuracy'))}): "
+               f"{verdict} (z = {num(z, 2)}, the best of the depths, so an upper bound).")
     return out

@@ -105,8 +105,10 @@ def findings(documents: dict) -> list[str]:
     result = get(doc, "symmetry_result")
     survive = get(result, "real_model_survives_with_layernorm")
     changes = get(result, "real_model_changes_with_layernorm")
+    eps = get(result, "real_model_survives_up_to_layernorm_eps")
     out = [f"Of {len(get(doc, 'symmetry'))} invertible transformations of the residual basis, the real model (LayerNorm "
            f"kept) is unchanged by {', '.join(survive) or 'none'}"
+           + (f", unchanged up to LayerNorm's eps by {', '.join(eps)}" if eps else "")
            + (f" and changed by {', '.join(changes)}" if changes else "") + "."]
     general = {t: e for t, e in get(doc, "symmetry").items() if not get(e, "orthogonal")}
     if general:

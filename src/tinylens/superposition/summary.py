@@ -227,9 +227,10 @@ def findings(documents: Mapping) -> list[str]:
                "With one feature sparser than the others, the pentagon's and the two digons' losses do not cross "
                "exactly once on the grid.")
     near, chance = get(h, "share_near_fraction_in_range"), get(h, "chance_share_in_range")
+    jumps = get(h, "jumps_total")
     out.append(f"{percent(near)} of the feature dimensionalities in the fractions' range lie near a simple fraction "
-               f"({'more than' if near > chance else 'no more than'} chance, {percent(chance)}); "
-               f"{get(h, 'jumps_total')} jumps between fractions over training.")
+               f"(a uniform spread would put {percent(chance)} there); D_i makes {jumps} "
+               f"jump{'' if jumps == 1 else 's'} between fractions over training.")
     out.append(f"The trained n = 2, m = 1 models' regime matches the analytic one in "
                f"{percent(get(h, 'phase_agreement_best_seed'))} of the phase diagram's cells (best seed per cell).")
     return out
