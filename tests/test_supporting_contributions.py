@@ -54,7 +54,7 @@ def test_summary_counts_each_claim_per_block():
             "cos_ffwd_out": np.array([0.9, 0.8, 0.1, 0.1, 0.2, 0.3]),
             "cos_sa_out": np.array([0.1, 0.2, 0.3, 0.9, 0.8, 0.1])}
     first, second = summarize_contributions(cols, 2)
-    assert (first["block"], first["n_prompts"]) == (1, 3)
+    assert (first["block"], first["n_prompts"]) == (0, 3)
     assert first["ffwd_longer"]["share"] == pytest.approx(2 / 3)
     assert first["ffwd_closer_to_output"]["share"] == pytest.approx(2 / 3)
     assert second["ffwd_longer"]["share"] == pytest.approx(1 / 3)  # inf counts as longer

@@ -81,7 +81,7 @@ def share(condition: np.ndarray) -> dict:
 
 
 def summarize_contributions(cols: Mapping[str, np.ndarray], n_blocks: int) -> list[dict]:
-    """One entry per block (``block`` counted from 1): the spread of each quantity over the prompts and
+    """One entry per block (``block`` 0-based, as everywhere in the metrics): the spread of each quantity over the prompts and
     the two claims' shares with their Wilson intervals and verdicts."""
     block = np.asarray(cols["block"])
     rows = []
@@ -90,7 +90,7 @@ def summarize_contributions(cols: Mapping[str, np.ndarray], n_blocks: int) -> li
         c = {k: np.asarray(cols[k], dtype=np.float64)[sel] for k in COLUMNS if k != "block"}
         finite = np.isfinite(c["norm_ratio"])
         rows.append({
-            "block": b + 1,
+            "block": b,
             "n_prompts": int(sel.sum()),
             "norm_ratio": describe(c["norm_ratio"][finite]),
             "log10_norm_ratio": describe(np.log10(c["norm_ratio"][finite & (c["norm_ratio"] > 0)])),
