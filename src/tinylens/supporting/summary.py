@@ -316,8 +316,8 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
         out.append(f"The feed-forward-only endpoint x_1 + sum_b ffwd_b points the way of the real final residual "
                    f"(mean cosine {num(get(endpoint, mode, 'cosine', 'mean'))}) and its distribution is "
                    f"{num(get(endpoint, mode, 'hellinger', 'mean'))} from the model's (mean Hellinger).")
-    versus = get(doc, "attention_vs_ffwd")
-    if mode in versus["modes"]:
+    versus = doc.get("attention_vs_ffwd", {}) if isinstance(doc, dict) else {}
+    if mode in versus.get("modes", {}):
         rows = get(versus, "modes", mode)
         longer = sum(get(r, "ffwd_longer", "verdict") == "holds" for r in rows)
         closer = sum(get(r, "ffwd_closer_to_output", "verdict") == "holds" for r in rows)
@@ -327,8 +327,9 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
                    f"95% Wilson interval above one half); it holds {num(share, 4)}% of the parameters (the paper's "
                    f"model: 65.71%).")
     end = get(doc, "token_subspaces", "stages")
-    last = end[max(end, key=int)]
-    out.append(f"At the input of ln_f, {get(last, 'tokens_converged')} of {get(last, 'tokens')} token subspaces "
-               f"converged ({get(last, 'tokens_reached')} reached the target NLL, the rest stopped on the plateau rule); "
-               f"prompts whose top tokens did not converge are left out of the criterion.")
+    last = end[max(end, key=int)] if end else {}
+    if "tokens_converged" in last:
+            out.append(f"At the input of ln_f, {get(last, 'tokens_converged')} of {get(last, 'tokens')} token subspaces "
+                   f"converged ({get(last, 'tokens_reached')} reached the target NLL, the rest stopped on the plateau "
+                   f"rule); prompts whose top tokens did not converge are left out of the criterion.")
     return out
