@@ -58,7 +58,41 @@ rule phase_change_summary:
         "../scripts/phase_change_summary.py"
 
 
+def phase_runs_input(names):
+    """The tables of the named runs and the summary: a figure's input."""
+    return dict(
+        curves=[results(f"phase_change/{name}/curves.parquet") for name in names],
+        heads=[results(f"phase_change/{name}/heads.parquet") for name in names],
+        summary=rules.phase_change_summary.output.summary,
+    )
+
+
+PHASE_MAIN = [name for name in PHASE_RUNS if name.startswith("main")]
+# seed 000's widths: the reference and every run that differs from `base` only in its width (and seed)
+PHASE_WIDTHS = sorted(
+    (name for name, run in PHASE["runs"].items()
+     if name == PHASE["reference"] or (set(run) == {"seed", "d_model"} and run["seed"] == PHASE_RUNS[PHASE["reference"]]["seed"])),
+    key=lambda name: PHASE_RUNS[name]["d_model"],
+)
+PHASE_FIGURES = figures(
+    "Phase change",
+    mem_mb=1000,
+    phase_change_curves=dict(input=phase_runs_input(PHASE_MAIN), params=dict(runs=PHASE_MAIN)),
+    phase_change_loss_derivative=dict(
+        input=dict(
+            curves=results(f"phase_change/{PHASE['reference']}/curves.parquet"),
+            heads=results(f"phase_change/{PHASE['reference']}/heads.parquet"),
+            summary=rules.phase_change_summary.output.summary,
+        ),
+        params=dict(run=PHASE["reference"], smooth_decades=PHASE["detect"]["smooth_decades"]),
+    ),
+    phase_change_controls=dict(input=phase_runs_input(list(PHASE_RUNS)), params=dict(runs=list(PHASE_RUNS))),
+    phase_change_energy_kl=dict(input=phase_runs_input(PHASE_WIDTHS), params=dict(runs=PHASE_WIDTHS)),
+)
+
+
 PHASE_TARGETS = [
+    *PHASE_FIGURES,
     rules.phase_change_summary.output.summary,
     # intermediates too: `rule all` then notices one deleted or lost with a failed job
     *PHASE_TABLES["curves"],

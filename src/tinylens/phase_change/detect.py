@@ -37,13 +37,14 @@ from tinylens.dynamics.phases import phase_change_window, smooth
 class DetectSettings:
     """Thresholds of the detection (config ``phase_change.detect``): ``smooth_decades`` of the
     curves in log-step, ``z`` the one-sided test's standard errors, ``min_rise`` the best head's
-    prefix matching above uniform, ``min_share`` of its rise inside the window, ``min_swing`` for
-    seed 000's phases."""
+    prefix matching above uniform, ``min_share`` of its rise inside the window, which spans at most
+    ``max_decades`` in log-step, ``min_swing`` for seed 000's phases."""
 
     smooth_decades: float
     z: float
     min_rise: float
     min_share: float
+    max_decades: float
     min_swing: float
 
 
@@ -104,11 +105,13 @@ def detect(curves: dict[str, np.ndarray], uniform: float, settings: DetectSettin
     in_window = float(pm[i1] - pm[i0])
     share = in_window / whole_rise if whole_rise > 0 else 0.0
     above = float(pm[i1] - uniform)
+    decades = float(np.log10(window["end"] / window["start"]))
     tests = {
         "prefix_matching": {
             "start": float(pm[i0]), "end": float(pm[i1]), "uniform": uniform, "above_uniform": above,
-            "z": above / max(pm_se[i1], 1e-12), "share_of_rise_in_window": share,
-            "pass": bool(above > settings.min_rise and above > z * pm_se[i1] and share >= settings.min_share),
+            "z": above / max(pm_se[i1], 1e-12), "share_of_rise_in_window": share, "window_decades": decades,
+            "pass": bool(above > settings.min_rise and above > z * pm_se[i1] and share >= settings.min_share
+                         and decades <= settings.max_decades),
         },
         "copying": {"start": float(c["copying"][i0]), "end": float(c["copying"][i1]),
                     "pass": bool(c["copying"][i1] > 0)},

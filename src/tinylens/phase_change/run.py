@@ -115,6 +115,7 @@ def measure(model: AttentionOnly, probes: Probes, ps: ProbeSettings, final: bool
     row["icl_single"], row["icl_single_se"] = single_position_score(val, ps.single_positions)
     mix = _losses(model, probes.mixture)
     row["mixture_loss"] = float(mix.mean())
+    row["mixture_loss_by_position"] = mix.mean(0).tolist()
     row["mixture_icl"], row["mixture_icl_se"] = icl_score(mix, ps.early_band, ps.late_band)
     if final:
         big = _losses(model, probes.final)

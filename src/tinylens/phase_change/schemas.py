@@ -13,6 +13,8 @@ from tinylens.tables import Schema
 CURVE_COLUMNS = ("tokens", "lr", "train_loss", "val_loss", "icl", "icl_se", "icl_single", "icl_single_se",
                  "mixture_loss", "mixture_icl", "mixture_icl_se", "copy_loss_drop", "copy_loss_drop_se",
                  "energy", "kl_unigram", "cpu_seconds")
+#: Loss per context position, natural text and the training mixture, ``[checkpoint context]``.
+POSITION_COLUMNS = ("loss_by_position", "mixture_loss_by_position")
 #: Measured at the last checkpoint only (NaN elsewhere): the ICL score on ``final_windows`` windows.
 FINAL_COLUMNS = ("final_icl", "final_icl_se", "final_icl_single", "final_icl_single_se")
 
@@ -23,7 +25,8 @@ def curves_schema(context: int) -> Schema:
         "step": pa.int64(),
         **{name: pa.float64() for name in CURVE_COLUMNS},
         **{name: pa.float64() for name in FINAL_COLUMNS},
-        "loss_by_position": pa.list_(pa.float64(), context),
+        "loss_by_position": pa.list_(pa.float64(), context),  # natural validation text
+        "mixture_loss_by_position": pa.list_(pa.float64(), context),  # the training mixture's held-out windows
     })
 
 

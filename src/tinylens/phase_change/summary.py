@@ -110,3 +110,15 @@ def summary(runs: dict[str, dict], reference: str, detect_settings: DetectSettin
         "cpu_seconds_all_runs": float(sum(r["cpu_seconds"] for r in runs.values())),
         "seed_000_phase_3_in": sorted(n for n, r in runs.items() if r["seed_000_phases"]["phase_3"]),
     }
+
+
+def load_runs(names, curves_paths, heads_paths, summary: dict) -> tuple[dict, dict]:
+    """The named runs' curves and their best heads' curves (the head the summary chose), by name."""
+    curves, heads = {}, {}
+    for name, curves_path, heads_path in zip(names, curves_paths, heads_paths, strict=True):
+        if name not in summary["runs"]:
+            raise ValueError(f"run {name!r} is not in metrics/phase_change.json (runs: {sorted(summary['runs'])}); "
+                             "rerun phase_change_summary")
+        curves[name], table = load_run(curves_path, heads_path, summary["runs"][name]["setting"]["context"])
+        heads[name] = best_head_curves(table)[1]
+    return curves, heads
