@@ -9,7 +9,7 @@ from tinylens.phase_change.data import MixtureSettings, check_probe_periods, mix
 from tinylens.phase_change.detect import (
     DetectSettings, detect, loss_bump_test, lower_convex_envelope, uniform_prefix_matching,
 )
-from tinylens.phase_change.icl import icl_score, single_position_score
+from tinylens.dynamics.icl import icl_score, single_position_score
 from tinylens.phase_change.model import AttentionOnly, AttentionOnlyConfig
 from tinylens.phase_change.run import checkpoint_steps, per_sequence_prefix_matching
 
@@ -150,3 +150,24 @@ def test_attention_only_patterns_and_fused_attention_agree():
     torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(patterns[0].sum(-1), torch.ones(3, 2, 12))
     assert torch.all(patterns[1].triu(1) == 0)
+
+
+def test_the_config_catches_probes_at_training_periods_and_bands_outside_the_context(config, repo):
+    import copy
+
+    from tinylens.config import ConfigError, validate_config
+
+    schema = repo / "config/schema.yaml"
+    validate_config(config, schema)
+    bad = copy.deepcopy(config)
+    bad["presets"]["small"]["phase_change"]["probes"]["probe_periods"] = [7, 20]
+    with pytest.raises(ConfigError, match=r"presets\.small\.phase_change\.probes\.probe_periods': 20 lies among"):
+        validate_config(bad, schema)
+    bad = copy.deepcopy(config)
+    bad["presets"]["test"]["phase_change"]["probes"]["late_band"] = [16, 24]
+    with pytest.raises(ConfigError, match=r"presets\.test\.phase_change\.probes\.early_band/late_band"):
+        validate_config(bad, schema)
+    bad = copy.deepcopy(config)
+    bad["presets"]["test"]["phase_change"]["reference"] = "nope"
+    with pytest.raises(ConfigError, match=r"phase_change\.reference' \('nope'\) must name one of"):
+        validate_config(bad, schema)

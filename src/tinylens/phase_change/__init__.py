@@ -7,7 +7,6 @@ run flows:
 
     data.py      the training mixture and the fixed probes (repeat periods outside the training's)
     model.py     the attention-only transformer (its attention patterns returned)
-    icl.py       the in-context-learning score with its standard error (bands of positions)
     run.py       one run: train, measuring every scheduled checkpoint -> rows of curves and heads
     detect.py    curves -> the phase-change window and its statistical tests, the loss bump, phases
     schemas.py   the Parquet schemas of the rows (torch-free)
