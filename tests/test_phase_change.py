@@ -171,3 +171,56 @@ def test_the_config_catches_probes_at_training_periods_and_bands_outside_the_con
     bad["presets"]["test"]["phase_change"]["reference"] = "nope"
     with pytest.raises(ConfigError, match=r"phase_change\.reference' \('nope'\) must name one of"):
         validate_config(bad, schema)
+
+
+# --- figures, on hand-built runs --------------------------------------------------------------------
+
+def figure_run(detected: bool, width: int = 64):
+    curves = hand_built(300.0)
+    n = len(curves["step"])
+    curves.update(val_loss=np.linspace(3.5, 2.5, n), icl=np.full(n, 0.05), icl_se=np.full(n, 0.01),
+                  energy=np.linspace(1.2, 1.5, n), kl_unigram=np.linspace(0.1, 1.0, n),
+                  loss_by_position=np.tile(np.linspace(3, 2, 8), (n, 1)),
+                  mixture_loss_by_position=np.tile(np.linspace(3, 1, 8), (n, 1)))
+    heads = {k: curves[k] for k in ("prefix_matching", "prefix_matching_se", "copying")}
+    summary = {"phase_change_detected": detected, "window": {"start": 250.0, "peak": 300, "end": 360.0,
+                                                              "peak_tokens": 300 * 2048},
+               "best_head": {"layer": 1, "head": 2, "uniform_prefix_matching": UNIFORM},
+               "setting": {"layers": 2, "width": width, "schedule": "cosine", "mixture": {"repeat_fraction": 1.0}},
+               "seed_000_phases": {"phase_1": False, "phase_2": True, "phase_3": False}}
+    return curves, heads, summary
+
+
+def test_curves_figure_shades_only_detected_windows():
+    from tinylens.phase_change.plots import make_curves
+
+    (c0, h0, s0), (c1, h1, s1) = figure_run(True), figure_run(False)
+    fig = make_curves({"a": c0, "b": c1}, {"a": h0, "b": h1}, {"a": s0, "b": s1})
+    loss, icl, prefix, copying = fig.axes
+    assert len(loss.patches) == 1  # run b's window is not shaded
+    (shade,) = loss.patches
+    assert shade.get_x() == pytest.approx(250.0) and shade.get_x() + shade.get_width() == pytest.approx(360.0)
+    labels = [x.get_label() for x in prefix.get_lines()]
+    assert "a: best head L1H2" in labels
+    np.testing.assert_allclose([x for x in prefix.get_lines() if x.get_label() == "a: best head L1H2"][0].get_ydata(),
+                               h0["prefix_matching"])
+    assert any(x.get_label() == "a (detected): training mixture" for x in loss.get_lines())
+    assert any(x.get_label() == "b (not detected): training mixture" for x in loss.get_lines())
+
+
+def test_controls_and_energy_figures_draw_every_run():
+    from tinylens.phase_change.plots import make_controls, make_energy_kl, make_loss_derivative
+
+    runs = {"a": figure_run(True), "b": figure_run(False, width=32)}
+    curves = {k: v[0] for k, v in runs.items()}
+    heads = {k: v[1] for k, v in runs.items()}
+    summaries = {k: v[2] for k, v in runs.items()}
+    prefix, icl = make_controls(curves, heads, summaries).axes
+    assert len(prefix.get_lines()) == 3  # two runs and one peak marker (only a's phase change is detected)
+    np.testing.assert_allclose(prefix.get_lines()[0].get_xdata(), curves["a"]["tokens"])
+    energy, kl = make_energy_kl(curves, summaries).axes
+    assert [x.get_label() for x in energy.get_lines()] == ["a (d_model 64): phases [2]", "b (d_model 32): phases [2]"]
+    mixture, natural = make_loss_derivative(curves["a"], summaries["a"], "a", 0.1).axes[:2]
+    assert mixture.get_title().startswith("a, training mixture") and natural.get_title().startswith("a, natural text")
+    derivative = mixture.collections[0].get_array().reshape(len(curves["a"]["step"]), 8)
+    assert np.all(derivative[:, 1:] < 0)  # the mixture's loss falls along the context
