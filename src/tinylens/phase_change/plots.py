@@ -117,6 +117,7 @@ def make_controls(curves: Mapping[str, dict], heads: Mapping[str, dict], summari
     axes[1].axhline(0, color="k", lw=0.8)
     for ax in axes:
         ax.set_xscale("symlog", linthresh=float(np.min([c["tokens"][1] for c in curves.values()])), linscale=0.3)
+        ax.set_xlim(0, 1.05 * float(np.max([c["tokens"][-1] for c in curves.values()])))
         ax.set_xlabel("training tokens (log); dotted: detected window's peak")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
