@@ -70,8 +70,12 @@ def phase_runs_input(names):
 PHASE_MAIN = [name for name in PHASE_RUNS if name.startswith("main")]
 # seed 000's widths: the reference and every run that differs from `base` only in its width (and seed)
 PHASE_WIDTHS = sorted(
-    (name for name, run in PHASE["runs"].items()
-     if name == PHASE["reference"] or (set(run) == {"seed", "d_model"} and run["seed"] == PHASE_RUNS[PHASE["reference"]]["seed"])),
+    (
+        name
+        for name, run in PHASE["runs"].items()
+        if name == PHASE["reference"]
+        or (set(run) == {"seed", "d_model"} and run["seed"] == PHASE_RUNS[PHASE["reference"]]["seed"])
+    ),
     key=lambda name: PHASE_RUNS[name]["d_model"],
 )
 PHASE_FIGURES = figures(

@@ -4,7 +4,14 @@ from tinylens.corpus import CharTokenizer, load_ids
 from tinylens.jobs import job
 from tinylens.phase_change.data import ProbeSettings, make_probes
 from tinylens.phase_change.run import RunSettings, train_run
-from tinylens.phase_change.schemas import CURVE_COLUMNS, FINAL_COLUMNS, HEADS_SCHEMA, POSITION_COLUMNS, curves_schema, rows_to_columns
+from tinylens.phase_change.schemas import (
+    CURVE_COLUMNS,
+    FINAL_COLUMNS,
+    HEADS_SCHEMA,
+    POSITION_COLUMNS,
+    curves_schema,
+    rows_to_columns,
+)
 from tinylens.tables import write_table
 
 with job(snakemake) as j:

@@ -5,11 +5,15 @@ import numpy as np
 import pytest
 import torch
 
+from tinylens.dynamics.icl import icl_score, single_position_score
 from tinylens.phase_change.data import MixtureSettings, check_probe_periods, mixture_windows
 from tinylens.phase_change.detect import (
-    DetectSettings, detect, loss_bump_test, lower_convex_envelope, uniform_prefix_matching,
+    DetectSettings,
+    detect,
+    loss_bump_test,
+    lower_convex_envelope,
+    uniform_prefix_matching,
 )
-from tinylens.dynamics.icl import icl_score, single_position_score
 from tinylens.phase_change.model import AttentionOnly, AttentionOnlyConfig
 from tinylens.phase_change.run import checkpoint_steps, per_sequence_prefix_matching
 
@@ -17,9 +21,10 @@ SETTINGS = DetectSettings(smooth_decades=0.05, z=3.0, min_rise=0.1, min_share=0.
 UNIFORM = 0.07
 
 
-def hand_built(rise_at: float | None, rng=np.random.default_rng(0)) -> dict:
+def hand_built(rise_at: float | None, seed: int = 0) -> dict:
     """Curves over log-spaced checkpoints; with ``rise_at`` every signal jumps there (a logistic in
     log-step 0.05 decades wide), without it only the ICL score, the copy loss and copying change."""
+    rng = np.random.default_rng(seed)
     steps = np.array(checkpoint_steps(10, 1.08, 1200))
     x = np.log10(np.maximum(steps, 1))
     jump = 1 / (1 + np.exp(-(x - np.log10(rise_at)) / 0.05)) if rise_at else np.zeros_like(x)

@@ -27,7 +27,6 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from tinylens.dynamics.icl import icl_score
 from tinylens.dynamics.energy import interaction_energies
 from tinylens.dynamics.heads import (
     attended_tokens,
@@ -39,6 +38,7 @@ from tinylens.dynamics.heads import (
     previous_token_pattern,
     repeat_queries,
 )
+from tinylens.dynamics.icl import icl_score
 from tinylens.dynamics.probes import MeasureSettings, Probes
 from tinylens.dynamics.schemas import HEAD_SCORES
 from tinylens.interventions import direct_logits, head_outputs, head_weights, hook_name, run

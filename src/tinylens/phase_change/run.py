@@ -19,8 +19,8 @@ from tqdm.auto import tqdm
 
 from tinylens.dynamics.energy import interaction_energy
 from tinylens.dynamics.heads import copying_score_eigen, prefix_matching_pattern, repeat_queries
-from tinylens.phase_change.data import MixtureSettings, ProbeSettings, Probes, mixture_windows
 from tinylens.dynamics.icl import icl_score, single_position_score
+from tinylens.phase_change.data import MixtureSettings, Probes, ProbeSettings, mixture_windows
 from tinylens.phase_change.model import AttentionOnly, AttentionOnlyConfig
 
 

@@ -30,7 +30,7 @@ def best_head_curves(heads: dict[str, np.ndarray]) -> tuple[tuple[int, int], dic
     copying."""
     steps = np.unique(heads["step"])
     last = heads["step"] == steps[-1]
-    keys = sorted({(int(l), int(h)) for l, h in zip(heads["layer"], heads["head"])})
+    keys = sorted({(int(layer), int(h)) for layer, h in zip(heads["layer"], heads["head"])})
     final = {k: heads["prefix_matching"][last & (heads["layer"] == k[0]) & (heads["head"] == k[1])].mean() for k in keys}
     best = max(keys, key=lambda k: final[k])
     mine = (heads["layer"] == best[0]) & (heads["head"] == best[1])
