@@ -270,7 +270,8 @@ def dynamics_curves(offset=0.0, steps=(0, 1, 10, 100)):
     metrics = {"ie": np.linspace(1.5, 2.5, n)[:, None] + np.zeros(depths) + offset,
                "ie_prefix": np.full((n, depths), 2.0), "kl_model_unigram": np.linspace(1.0, 0.2, n) + offset,
                "kl_unigram_model": np.linspace(0.8, 0.3, n), "unigram_direction_kl": np.linspace(1.0, 0.01, n),
-               "icl_score": np.linspace(0.0, -0.4, n) + offset, "icl_score_se": np.full(n, 0.02),
+               "icl_band": np.linspace(0.0, -0.4, n) + offset, "icl_band_se": np.full(n, 0.02),
+               "icl_score": np.linspace(0.1, -0.6, n) + offset, "icl_score_se": np.full(n, 0.08),
                "val_loss": np.linspace(4.0, 2.0, n) + offset, "loss_by_position": np.linspace(4, 2, n)[:, None] - np.log(np.arange(1, 9))[None] * 0.1}
     heads = {name: np.tile(np.linspace(0, 0.5, n)[:, None, None], (1, 6, 2)) for name in
              ("prefix_matching", "copying_eigen", "copying_logit")}
@@ -305,11 +306,15 @@ def test_icl_score_per_seed_with_its_final_value():
     from tinylens.dynamics.plots import make_icl_score
 
     curves = {"1": dynamics_curves(0.0), "2": dynamics_curves(0.1, steps=(0, 1, 10, 100, 120))}
-    icl, loss = make_icl_score(curves, {"1": dynamics_summary(), "2": dynamics_summary(False)}, (3, 31), "1").axes
+    icl, loss = make_icl_score(curves, {"1": dynamics_summary(), "2": dynamics_summary(False)}, (3, 31),
+                               ((2, 5), (20, 30)), "1").axes
     assert legend(icl)[:2] == ["seed 1: final (step 100) -0.400 +- 0.020", "seed 2: final (step 120) -0.300 +- 0.020"]
     assert legend(loss)[:2] == ["seed 1; loss non-convex in the window", "seed 2"]
     assert line(icl, legend(icl)[0]).get_linewidth() == 2  # the original stands out
-    assert icl.get_ylabel() == "ICL score (nats): loss at token 32\nminus loss at token 4"
+    assert icl.get_ylabel() == ("ICL score (nats): mean loss at tokens 21-31\nminus at tokens 3-6\n"
+                                "(dashed: token 32 minus token 4)")
+    dashed = [x for x in icl.get_lines() if x.get_linestyle() == "--"]
+    np.testing.assert_allclose(dashed[0].get_ydata(), np.linspace(0.1, -0.6, 4))  # the single-position score
 
 
 def test_loss_by_position_maps_and_the_window_rows():
