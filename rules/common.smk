@@ -162,3 +162,12 @@ def findings_metrics(wildcards):
 def dump_kinds(wildcards):
     """Prompts keep every kind (the ablation analysis needs them); strings what the preset names."""
     return ANALYSIS["string_kinds"] if wildcards.set == "strings" else list(VECTOR_KINDS)
+
+
+def phase_runs_input(names):
+    """The tables of the named runs and the summary: a figure's input."""
+    return dict(
+        curves=[results(f"phase_change/{name}/curves.parquet") for name in names],
+        heads=[results(f"phase_change/{name}/heads.parquet") for name in names],
+        summary=rules.phase_change_summary.output.summary,
+    )

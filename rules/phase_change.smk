@@ -58,15 +58,6 @@ rule phase_change_summary:
         "../scripts/phase_change_summary.py"
 
 
-def phase_runs_input(names):
-    """The tables of the named runs and the summary: a figure's input."""
-    return dict(
-        curves=[results(f"phase_change/{name}/curves.parquet") for name in names],
-        heads=[results(f"phase_change/{name}/heads.parquet") for name in names],
-        summary=rules.phase_change_summary.output.summary,
-    )
-
-
 PHASE_MAIN = [name for name in PHASE_RUNS if name.startswith("main")]
 # seed 000's widths: the reference and every run that differs from `base` only in its width (and seed)
 PHASE_WIDTHS = sorted(
