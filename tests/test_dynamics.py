@@ -343,10 +343,11 @@ def test_the_composition_over_training_figure_shades_each_seeds_window():
     from tinylens.circuits.plots import make_composition_over_training
     from tinylens.dynamics.summary import phase_change_windows
 
-    summary = {"seeds": {"7": {"window": {"start": 20.5, "peak": 40, "end": 80.0}},
-                         "9": {"window": {"start": 100.0, "peak": 150, "end": 200.0}}}}
+    summary = {"seeds": {"7": {"window": {"start": 20.5, "peak": 40, "end": 80.0}, "phase_change_detected": True},
+                         "9": {"window": {"start": 100.0, "peak": 150, "end": 200.0}, "phase_change_detected": True},
+                         "11": {"window": {"start": 1.0, "peak": 2, "end": 3.0}, "phase_change_detected": False}}}
     windows = phase_change_windows(summary)
-    assert windows == {7: (20.5, 80.0), 9: (100.0, 200.0)}
+    assert windows == {7: (20.5, 80.0), 9: (100.0, 200.0)}  # none for the seed without a phase change
     steps = [0, 10, 50, 100, 300]
     over = {seed: pl.DataFrame([
         {"seed": seed, "step": s, "layernorm": "ignored", "basis": basis, "kind": "K", "layer_a": 0, "head_a": 0,
@@ -359,5 +360,8 @@ def test_the_composition_over_training_figure_shades_each_seeds_window():
         assert len(spans) == 1, ax.get_title()
         x = spans[0].get_x()
         assert (x, x + spans[0].get_width()) == pytest.approx(windows[seed])
+    fig = make_composition_over_training({7: over[7]}, 7, 1, windows={})
+    for ax in fig.axes:
+        assert not ax.patches[1:] and "no phase change detected (training dynamics)" in ax.get_legend_handles_labels()[1]
     with pytest.raises(ValueError, match="metrics/dynamics.json"):
         phase_change_windows({"seeds": {"7": {"peak": 3}}})

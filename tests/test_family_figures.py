@@ -295,8 +295,10 @@ def test_energy_kl_means_over_seeds_with_each_window_shaded():
     np.testing.assert_allclose(line(ie, "IE of the token states after ln_f (mean, min-max of seeds)").get_ydata(),
                                np.linspace(1.5, 2.5, 4) + 0.1)
     assert legend(kl)[:2] == ["KL(model || unigram)", "KL(unigram || model)"]
-    assert "phase-change window, per seed (a phase change detected in 1 of 2)" in legend(ie)
-    assert len(ie.patches) == 2  # one window per seed
+    assert "phase-change window, per seed where detected (1 of 2)" in legend(ie)
+    assert len(ie.patches) == 1  # only the seed where a phase change was detected
+    none = make_energy_kl(curves, {"1": dynamics_summary(False), "2": dynamics_summary(False)}, n_layer=6).axes[0]
+    assert "no phase change detected (0 of 2 seeds): no window drawn" in legend(none) and not none.patches
     markers = [x for x in ie.get_lines() if x.get_marker() == "^"]
     assert [x.get_xdata()[0] for x in markers] == [10, 10]  # each seed's IE maximum
     assert direction.get_yscale() == "log" and direction.get_xlabel().startswith("training step")
@@ -327,6 +329,8 @@ def test_loss_by_position_maps_and_the_window_rows():
     assert [t.get_text() for t in loss_ax.get_yticklabels()] == ["0", "1", "10", "100"]
     assert loss_ax.get_title() == "seed 1: loss per position" and "0.1 decades" in derivative_ax.get_title()
     assert legend(derivative_ax) == ["phase-change window"]
+    undetected = make_loss_by_position(curves, dynamics_summary(False), "1", 0.1).axes[1]
+    assert not undetected.patches and "phase-change window" not in legend(undetected)  # none where none detected
 
 
 def test_head_scores_every_head_and_the_best_in_black():
@@ -354,6 +358,8 @@ def test_energy_depth_final_models_and_the_originals_checkpoints():
                           "seed 1, step 0 (initialisation)", "seed 1, step 1 (KL minimum: the unigram phase)",
                           "seed 1, step 1 (window start)", "seed 1, step 10 (window end)"]
     np.testing.assert_allclose(line(ax, "seed 2, final (step 100)").get_ydata(), np.full(8, 2.7))
+    (ax,) = make_energy_depth(curves, {"1": dynamics_summary(False), "2": dynamics_summary()}, 6, "1").axes
+    assert not any("window" in label for label in legend(ax))  # the original seed has no window to mark
 
 
 # --- composition (circuits) ---------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The training-dynamics figures: ``make_<figure>`` builds one and returns the Figure (its script saves
-it); the phase-change window is shaded on all of them.
+it); a seed's phase-change window is shaded only where a phase change was detected in it (otherwise the
+legend says none was, and nothing is drawn).
 
 Steps go on a symmetric-log axis, linear below the first log-spaced checkpoint, so step 0 (the
 initialisation) stays on the figure.
@@ -29,16 +30,18 @@ def _step_axis(ax, steps: np.ndarray, label: bool = True) -> None:
 
 
 def _shade(ax, summaries: Mapping[str, dict], horizontal: bool = False) -> None:
-    """Every seed's window, lightly (overlaps darken); a label on the first only."""
-    detected = sum(s["phase_change_detected"] for s in summaries.values())
-    for i, summary in enumerate(summaries.values()):
+    """The window of every seed in which a phase change was detected, lightly (overlaps darken); where none
+    was, nothing is shaded and a legend entry says so."""
+    detected = {seed: s for seed, s in summaries.items() if s["phase_change_detected"]}
+    if not detected:
+        ax.plot([], [], " ", label=f"no phase change detected (0 of {len(summaries)} seeds): no window drawn")
+        return
+    for i, summary in enumerate(detected.values()):
         w = summary["window"]
-        label = (f"phase-change window, per seed (a phase change detected in {detected} of {len(summaries)})"
+        label = (f"phase-change window, per seed where detected ({len(detected)} of {len(summaries)})"
                  if i == 0 else None)
-        if horizontal:
-            ax.axhspan(w["start"], w["end"], color="tab:orange", alpha=0.12, label=label)
-        else:
-            ax.axvspan(w["start"], w["end"], color="tab:orange", alpha=0.12, label=label)
+        span = ax.axhspan if horizontal else ax.axvspan
+        span(w["start"], w["end"], color="tab:orange", alpha=0.12, label=label)
 
 
 def _common_steps(curves: Mapping[str, Curves]) -> tuple[np.ndarray, dict[str, Curves]]:
@@ -140,8 +143,9 @@ def make_loss_by_position(curves: Curves, summary: dict, seed: str, width: float
     for ax in axes:
         ax.set_xscale("log")
         ax.set_xlabel("token index in the context (log)")
-        ax.axhspan(*window_rows, facecolor="none", edgecolor="tab:orange", lw=1.5, ls="--",
-                   label="phase-change window")
+        if summary["phase_change_detected"]:
+            ax.axhspan(*window_rows, facecolor="none", edgecolor="tab:orange", lw=1.5, ls="--",
+                       label="phase-change window")
     axes[0].set_yticks(np.arange(len(steps)))
     axes[0].set_yticklabels([str(s) for s in steps], fontsize=6)
     axes[0].set_ylabel("checkpoint (training step)")
@@ -195,7 +199,8 @@ def make_energy_depth(curves: Mapping[str, Curves], summaries: Mapping[str, dict
     marks = [(0, ":", "grey", "initialisation")]
     if summaries[original]["ie_kl"]["unigram_step"] is not None:
         marks.append((summaries[original]["ie_kl"]["unigram_step"], ":", "k", "KL minimum: the unigram phase"))
-    marks += [(w["start"], "--", "grey", "window start"), (w["end"], "-.", "grey", "window end")]
+    if summaries[original]["phase_change_detected"]:
+        marks += [(w["start"], "--", "grey", "window start"), (w["end"], "-.", "grey", "window end")]
     for step, style, color, label in marks:
         k = int(np.argmin(np.abs(np.log10(np.maximum(c.steps, 1e-9)) - np.log10(max(step, 1e-9)))))
         ax.plot(x, c.metrics["ie"][k], ls=style, color=color, marker=".",

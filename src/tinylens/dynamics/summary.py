@@ -185,11 +185,12 @@ def summarize(per_seed: dict[int, dict], original_seed: int, settings: PhaseSett
 
 
 def phase_change_windows(summary: dict) -> dict[int, tuple[float, float]]:
-    """Per seed, the (start, end) steps of the phase-change window in a ``metrics/dynamics.json``
-    summary (:func:`summarize`): what other families mark on their over-training figures."""
+    """Per seed in which a phase change was detected, the (start, end) steps of its window in a
+    ``metrics/dynamics.json`` summary (:func:`summarize`): what other families mark on their over-training
+    figures. Seeds without a detected phase change are absent (no window to draw)."""
     try:
         return {int(seed): (float(s["window"]["start"]), float(s["window"]["end"]))
-                for seed, s in summary["seeds"].items()}
+                for seed, s in summary["seeds"].items() if s["phase_change_detected"]}
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"not a training-dynamics summary (metrics/dynamics.json): no seeds.<N>.window.start/end "
                          f"({error!r}); rerun the rule that writes it (snakemake --forcerun dynamics_summary)") from error
