@@ -192,9 +192,12 @@ def test_loss_crossing_curves_per_start_and_the_crossing():
 
     models, _ = nonuniform()
     top, bottom = make_loss_crossing(models, crossing=0.5, fixed_sparsity=0.95).axes
-    np.testing.assert_allclose(line(top, "started as pentagon").get_ydata(), [0.3, 0.2])
-    np.testing.assert_allclose(line(top, "started as two digons").get_ydata(), [0.25, 0.25])
-    assert "two digons start left its geometry" in legend(top) and "random starts" in legend(top)
+    np.testing.assert_allclose(line(top, "pentagon (start kept)").get_ydata(), [0.3, 0.2])
+    # the two-digon start escaped at the higher density: its curve stops where the geometry was lost
+    np.testing.assert_allclose(line(top, "two digons (start kept)").get_ydata(), [0.25, np.nan])
+    np.testing.assert_allclose(line(top, "two digons start left its geometry (not on the curve)").get_xydata(),
+                               [[1.0, 0.25]])
+    assert "random starts" in legend(top)
     np.testing.assert_allclose(bottom.get_lines()[0].get_ydata(), [(0.3 - 0.25) / 0.25])  # where both kept theirs
     assert [x.get_xdata()[0] for x in top.get_lines() if x.get_linestyle() == "--"] == [0.5]
     assert top.get_title() == "Features 0-3 at sparsity 0.95; feature 4's density varied"
@@ -233,10 +236,12 @@ def test_dimensionality_training_one_line_per_represented_feature_and_the_jumps(
     training = {"sparsity": np.full(9, 0.6), "step": np.repeat(steps, 3), "feature": np.tile([0, 1, 2], 3),
                 "dimensionality": np.array([1, 0, 0.5, 0.5, 0, 0.5, 0.5, 0, 0.4]),
                 "norm": np.array([1, 0, 1, 1, 0, 1, 1, 0, 1.0])}
-    jumps = {"sparsity": np.array([0.6]), "feature": np.array([0]), "step": np.array([10])}
+    jumps = {"sparsity": np.array([0.6, 0.6]), "feature": np.array([0, 2]), "step": np.array([10, 100]),
+             "exceeds_noise": np.array([True, False])}
     (ax,) = make_dimensionality_training(training, jumps, 0.6, [Fraction(1, 2)], threshold=0.5).axes
     assert len([x for x in ax.get_lines() if len(x.get_xdata()) == 3]) == 2  # features 0 and 2
-    np.testing.assert_allclose(line(ax, "1 jumps found (from one fraction to another)").get_xydata(), [[10, 0.5]])
+    np.testing.assert_allclose(line(ax, "1 jumps (levels >= margin x noise apart)").get_xydata(), [[10, 0.5]])
+    np.testing.assert_allclose(line(ax, "1 moves within the curve's noise (not jumps)").get_xydata(), [[100, 0.4]])
     assert ax.get_title() == "Feature dimensionality over training (S = 0.6; 2 features represented at the end)"
 
 

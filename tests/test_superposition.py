@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tinylens.superposition.dynamics import find_jumps, running_median
+from tinylens.superposition.dynamics import find_jumps, plateau_noise, running_median
 from tinylens.superposition.experiments import log_grid, preset_problems
 from tinylens.superposition.geometry import (
     dimensions_per_feature,
@@ -288,6 +288,26 @@ def test_jumps_are_found_where_a_feature_moves_between_plateaus():
     assert jumps[0].left_step == 190 and jumps[0].arrive_step == 220
     slow = find_jumps(steps, e[:, None], fr, tol=0.02, min_dwell=5)  # without the limit the drift counts
     assert [(j.from_fraction, j.to_fraction) for j in slow] == [(Fraction(1, 2), Fraction(2, 5))]
+
+
+def test_a_jump_must_exceed_the_curves_own_noise():
+    """Hand-built curves: a noise-level hop between 3/8 and 2/5 is a move but no jump; a clear 1/2 -> 2/5 is one."""
+    fr = parse_fractions(["1", "3/4", "2/3", "1/2", "2/5", "3/8", "1/3", "0"])
+    steps = np.arange(0, 2000, 10)
+    wiggle = _staircase([3 / 8, 2 / 5, 3 / 8, 2 / 5], [50, 50, 50, 50], noise=0.008, seed=3)  # 0.025 apart, ~3 sigma
+    clear = _staircase([0.5, 0.4], [100, 100], noise=0.008, seed=4)  # 0.1 apart, ~12 sigma
+    d = np.stack([wiggle, clear], 1)
+    args = dict(tol=0.02, min_dwell=5, smooth=5, max_transition=30)
+    moves = find_jumps(steps, d, fr, margin=10, keep_small=True, **args)
+    assert {j.feature for j in moves if not j.exceeds_noise} == {0} and len(moves) == 4  # three hops and the jump
+    jumps = find_jumps(steps, d, fr, margin=10, **args)
+    assert [(j.feature, j.step, j.from_fraction, j.to_fraction) for j in jumps] == [
+        (1, 1000, Fraction(1, 2), Fraction(2, 5))]
+    assert jumps[0].noise == pytest.approx(0.008, rel=0.2)  # the curve's noise, recovered from its plateaus
+    assert jumps[0].size_over_noise == pytest.approx(0.1 / jumps[0].noise)
+    assert len(find_jumps(steps, d, fr, margin=0, **args)) == 4  # without the margin the hops count as jumps
+    assert plateau_noise(np.array([0.5, 0.52, 0.48, 0.4]), np.array([0.5, 0.4]),
+                         [(0, 2, 0), (3, 3, 1)]) == pytest.approx(1.4826 * 0.01)  # median |dev| of 0, .02, .02, 0
 
 
 def test_smoothing_keeps_noise_from_reading_as_jumps():

@@ -73,11 +73,13 @@ def test_jumps_are_those_of_the_stored_trajectories(tables, spec, config):
         steps = np.unique(tr["step"][sel])
         D = tr["dimensionality"][sel].reshape(len(steps), -1)
         j = defs["jumps"]
-        again = find_jumps(steps, D, levels, j["tolerance"], j["min_dwell"], j["smooth"], j["max_transition"])
+        again = find_jumps(steps, D, levels, j["tolerance"], j["min_dwell"], j["smooth"], j["max_transition"],
+                           margin=j["margin"], keep_small=True)
         stored = np.isclose(jumps["sparsity"], s)
-        assert [(j.feature, j.step, str(j.from_fraction), str(j.to_fraction)) for j in again] == list(
+        assert [(j.feature, j.step, str(j.from_fraction), str(j.to_fraction), j.exceeds_noise) for j in again] == list(
             zip(jumps["feature"][stored], jumps["step"][stored], jumps["from_fraction"][stored],
-                jumps["to_fraction"][stored]))
+                jumps["to_fraction"][stored], jumps["exceeds_noise"][stored]))
+    assert np.array_equal(jumps["exceeds_noise"], jumps["size_over_noise"] >= config["superposition"]["jumps"]["margin"])
     assert all(a != b for a, b in zip(jumps["from_fraction"], jumps["to_fraction"]))
     assert np.all((jumps["left_step"] < jumps["step"]) & (jumps["step"] <= jumps["arrive_step"]))
 

@@ -133,7 +133,8 @@ def run_dimensionality(features: int, hidden: int, sparsities: Sequence[float], 
                        progress: bool = False) -> dict:
     """n features in m dimensions, equal importance, one model per sparsity; W kept at ``snapshots``
     evenly spaced steps for the jumps of D_i over training (``jumps``: tolerance, min_dwell, smooth,
-    max_transition of :func:`tinylens.superposition.dynamics.find_jumps`)."""
+    max_transition, margin of :func:`tinylens.superposition.dynamics.find_jumps`); every move between
+    plateaus is kept, ``exceeds_noise`` telling the jumps from the moves within the curve's noise."""
     S = np.asarray(sparsities, dtype=float)
     density = torch.tensor(1 - S, dtype=torch.float32)[:, None].expand(-1, features).contiguous()
     settings = train_settings(train_spec)
@@ -161,10 +162,11 @@ def run_dimensionality(features: int, hidden: int, sparsities: Sequence[float], 
     found = {k: [] for k in DIMENSIONALITY_JUMPS.columns}
     for k, s in enumerate(S):
         for j in find_jumps(res.snapshot_steps, traj_D[:, k], jump_levels, jumps["tolerance"], jumps["min_dwell"],
-                            jumps["smooth"], jumps["max_transition"]):
+                            jumps["smooth"], jumps["max_transition"], margin=jumps["margin"], keep_small=True):
             for key, value in (("sparsity", s), ("feature", j.feature), ("step", j.step),
                                ("from_fraction", str(j.from_fraction)), ("to_fraction", str(j.to_fraction)),
-                               ("left_step", j.left_step), ("arrive_step", j.arrive_step)):
+                               ("left_step", j.left_step), ("arrive_step", j.arrive_step), ("noise", j.noise),
+                               ("size_over_noise", j.size_over_noise), ("exceeds_noise", j.exceeds_noise)):
                 found[key].append(value)
     return {"models": models, "features": feats, "training": training, "jumps": found}
 

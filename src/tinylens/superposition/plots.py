@@ -88,7 +88,11 @@ def make_phase_change(models: Mapping, features: Mapping, max_columns: int = 10,
 
 
 def make_loss_crossing(models: Mapping, crossing: float | None, fixed_sparsity: float) -> Figure:
-    """Loss of the pentagon-start and two-digon-start models across the odd feature's density."""
+    """Loss of the pentagon and two-digon geometries across the odd feature's density.
+
+    Each geometry's curve runs only through the runs that kept it (a start that escaped into the other
+    geometry has that geometry's loss, not its own); those runs are drawn apart, as open markers.
+    """
     start = np.asarray(models["start"], dtype=object)
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
     curves = {}
@@ -99,9 +103,10 @@ def make_loss_crossing(models: Mapping, crossing: float | None, fixed_sparsity: 
         y = models["loss"][sel][order]
         kept = models["kept_start_geometry"][sel][order]
         curves[name] = (x, y, kept)
-        ax.plot(x, y, "-", color=colour, lw=1.2, label=f"started as {name}")
-        ax.plot(x[kept], y[kept], "o", color=colour, ms=4)
-        ax.plot(x[~kept], y[~kept], "o", mfc="white", color=colour, ms=4, label=f"{name} start left its geometry")
+        ax.plot(x, np.where(kept, y, np.nan), "o-", color=colour, lw=1.2, ms=4, label=f"{name} (start kept)")
+        if (~kept).any():
+            ax.plot(x[~kept], y[~kept], "o", mfc="white", color=colour, ms=4, ls="none",
+                    label=f"{name} start left its geometry (not on the curve)")
     rand = start == "random"
     if rand.any():
         ax.plot(models["relative_density"][rand], models["loss"][rand], ".", color="0.5", ms=4, label="random starts")
@@ -196,12 +201,16 @@ def make_dimensionality_training(training: Mapping, jumps: Mapping, sparsity: fl
     x = np.maximum(steps, 1)
     for k, f in enumerate(shown):
         ax.plot(x, D[:, f], lw=0.8, color=plt.get_cmap("viridis")(k / max(len(shown) - 1, 1)))
-    jsel = np.isclose(jumps["sparsity"], sparsity) & np.isin(jumps["feature"], feats[shown])
-    if jsel.any():
-        jf = np.searchsorted(feats, jumps["feature"][jsel])
-        js = np.searchsorted(steps, jumps["step"][jsel])
-        ax.plot(x[js], D[js, jf], "o", mfc="none", color="crimson", ms=7,
-                label=f"{int(jsel.sum())} jumps found (from one fraction to another)")
+    base = np.isclose(jumps["sparsity"], sparsity) & np.isin(jumps["feature"], feats[shown])
+    real = np.asarray(jumps["exceeds_noise"], dtype=bool)
+    for jsel, style, label in (
+            (base & real, dict(mfc="none", color="crimson", ms=8, mew=1.5), "jumps (levels >= margin x noise apart)"),
+            (base & ~real, dict(mfc="none", color="0.45", ms=5), "moves within the curve's noise (not jumps)")):
+        if jsel.any():
+            jf = np.searchsorted(feats, jumps["feature"][jsel])
+            js = np.searchsorted(steps, jumps["step"][jsel])
+            ax.plot(x[js], D[js, jf], "o", **style, label=f"{int(jsel.sum())} {label}")
+    if base.any():
         ax.legend(fontsize=8, loc="lower right")
     _fraction_lines(ax, fractions)
     ax.set(xscale="log", ylim=(0, 1.08), xlabel="training step", ylabel="D_i",

@@ -36,7 +36,7 @@ DIMENSIONALITY_TRAINING = Schema("superposition dimensionality over training", {
 })
 DIMENSIONALITY_JUMPS = Schema("superposition dimensionality jumps", {
     "sparsity": F64, "feature": I64, "step": I64, "from_fraction": STR, "to_fraction": STR,
-    "left_step": I64, "arrive_step": I64,
+    "left_step": I64, "arrive_step": I64, "noise": F64, "size_over_noise": F64, "exceeds_noise": BOOL,
 })
 PHASE_MODELS = Schema("superposition phase-diagram models", {
     "importance": F64, "density": F64, "seed": I64, "loss": F64, "regime": STR, "w0": F32, "w1": F32,

@@ -67,9 +67,12 @@ def summarize_dimensionality(models: Mapping, features: Mapping, jumps: Mapping,
     lowest = float(min(fractions))
     in_range = rep & (D >= lowest - tolerance)
     near = np.asarray(features["distance"]) <= tolerance
-    transitions = Counter(f"{a} -> {b}" for a, b in zip(jumps["from_fraction"], jumps["to_fraction"]))
+    real = np.asarray(jumps["exceeds_noise"], dtype=bool)  # every move between plateaus; these are the jumps
+    transitions = Counter(f"{a} -> {b}" for a, b, r in zip(jumps["from_fraction"], jumps["to_fraction"], real) if r)
+    small = Counter(f"{a} -> {b}" for a, b, r in zip(jumps["from_fraction"], jumps["to_fraction"], real) if not r)
     J_S = np.asarray(jumps["sparsity"])
-    dyn = np.isclose(J_S, dynamics_sparsity)
+    dyn = np.isclose(J_S, dynamics_sparsity) & real
+    size = np.asarray(jumps["size_over_noise"], dtype=float)
     per_sparsity = []
     S = np.asarray(features["sparsity"])
     for k, s in enumerate(np.asarray(models["sparsity"])):
@@ -78,7 +81,8 @@ def summarize_dimensionality(models: Mapping, features: Mapping, jumps: Mapping,
                              "dims_per_feature": float(models["dims_per_feature"][k]),
                              "n_represented": int(models["n_represented"][k]),
                              "share_near_fraction": float(near[sel].mean()) if sel.any() else None,
-                             "jumps": int(np.isclose(J_S, s).sum()),
+                             "jumps": int((np.isclose(J_S, s) & real).sum()),
+                             "moves_within_noise": int((np.isclose(J_S, s) & ~real).sum()),
                              "fractions": dict(Counter(
                                  np.asarray(features["nearest_fraction"], dtype=object)[sel & near]))})
     return {
@@ -91,13 +95,18 @@ def summarize_dimensionality(models: Mapping, features: Mapping, jumps: Mapping,
         "chance_share_in_range": fraction_coverage(fractions, tolerance, lowest - tolerance, 1.0),
         "by_sparsity": per_sparsity,
         "jumps": {
-            "total": int(len(J_S)),
+            "total": int(real.sum()),
             "by_transition": dict(transitions.most_common()),
+            "moves_within_noise": int((~real).sum()),
+            "moves_within_noise_by_transition": dict(small.most_common()),
+            "median_size_over_noise": {"jumps": float(np.median(size[real])) if real.any() else None,
+                                       "moves_within_noise": float(np.median(size[~real])) if (~real).any()
+                                       else None},
             "dynamics_sparsity": dynamics_sparsity,
             "at_dynamics_sparsity": [
-                {"feature": int(f), "step": int(st), "from": a, "to": b}
-                for f, st, a, b, keep in zip(jumps["feature"], jumps["step"], jumps["from_fraction"],
-                                             jumps["to_fraction"], dyn) if keep],
+                {"feature": int(f), "step": int(st), "from": a, "to": b, "size_over_noise": float(z)}
+                for f, st, a, b, z, keep in zip(jumps["feature"], jumps["step"], jumps["from_fraction"],
+                                                jumps["to_fraction"], size, dyn) if keep],
         },
     }
 
@@ -151,6 +160,12 @@ def summarize_family(uniform, nonuniform, dim_models, dim_features, jumps, phase
     dim = summarize_dimensionality(dim_models, dim_features, jumps, fractions, tolerance, dynamics_sparsity,
                                    threshold)
     dim["jumps"]["definition"] = dict(jump_settings)
+    dim["jumps"]["rule"] = (
+        f"a jump is a move between two plateaus of one feature's D_i (running median of {jump_settings['smooth']} "
+        f"snapshots within {jump_settings['tolerance']} of a fraction for >= {jump_settings['min_dwell']} "
+        f"snapshots, at most {jump_settings['max_transition']} snapshots apart) whose levels lie at least "
+        f"{jump_settings['margin']} x the curve's plateau noise apart (robust SD of the raw D_i about its "
+        f"plateaus' levels); smaller moves are counted as moves within noise")
     phase = summarize_phase_diagram(phase_cells, phase_boundary, phase_seeds)
     top = uni["by_sparsity"][-1]
     headline = {
@@ -162,6 +177,7 @@ def summarize_family(uniform, nonuniform, dim_models, dim_features, jumps, phase
         "share_near_fraction_in_range": dim["share_near_fraction_in_range"],
         "chance_share_in_range": dim["chance_share_in_range"],
         "jumps_total": dim["jumps"]["total"],
+        "moves_within_noise": dim["jumps"]["moves_within_noise"],
         "phase_agreement_best_seed": phase["agreement_best_seed"],
         "phase_boundary_mean_abs_log10_ratio": phase["boundary_mean_abs_log10_ratio"],
     }
