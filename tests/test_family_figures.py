@@ -427,3 +427,25 @@ def test_composition_across_seeds_original_first_and_its_agreement():
     assert [ax.get_title() for ax in grids[:2]] == ["seed 3: Q, residual\noriginal",
                                                     "seed 5: Q, residual\ntau 0.50, shared 1"]
     np.testing.assert_allclose(grids[2].images[0].get_array()[0, 1], 0.4)  # K: the largest excess over heads
+
+
+def test_correlated_columns_per_setting_and_seed_and_the_pair_cosines_by_type():
+    from tinylens.superposition.plots import make_correlated
+
+    models = {"setting": np.array(["c", "c", "a", "a"], object), "kind": np.array(["correlated"] * 2 + ["anticorrelated"] * 2, object),
+              "sparsity": np.array([0.9, 0.9, 0.3, 0.3]), "seed": np.array([0, 1, 0, 1])}
+    w = np.array([[1, 0], [0, 1], [-1, 0], [0, -1]], dtype=float)
+    features = {"setting": np.repeat(models["setting"], 4), "seed": np.repeat(models["seed"], 4),
+                "feature": np.tile(np.arange(4), 4), "group": np.tile([0, 0, 1, 1], 4), "w": np.concatenate([w] * 4)}
+    pairs = {"setting": np.array(["c", "c", "a"], object), "pair_type": np.array(
+                 ["same correlated group", "different groups", "same anticorrelated group"], object),
+             "cos": np.array([0.0, -1.0, -1.0])}
+    fig = make_correlated(models, features, pairs)
+    assert len(fig.axes) == 6  # two settings x (two seeds + the cosine panel)
+    assert fig.axes[0].get_ylabel() == "c\ncorrelated, S = 0.9" and fig.axes[0].get_title() == "seed 0"
+    arrows = [x for x in fig.axes[0].get_lines() if len(x.get_xdata()) == 2]
+    assert [a.get_color() for a in arrows] == ["C0", "C0", "C3", "C3"]  # one colour per group
+    np.testing.assert_allclose(arrows[2].get_xydata(), [[0, 0], [-1, 0]])
+    np.testing.assert_allclose(line(fig.axes[2], "same correlated group").get_xdata(), [0.0])
+    np.testing.assert_allclose(line(fig.axes[2], "different groups").get_xdata(), [-1.0])
+    np.testing.assert_allclose(line(fig.axes[5], "same anticorrelated group").get_xdata(), [-1.0])

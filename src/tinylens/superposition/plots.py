@@ -260,3 +260,57 @@ def make_phase_diagram(cells: Mapping, boundary: Mapping) -> Figure:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), framealpha=0.9)
     fig.tight_layout()
     return fig
+
+
+GROUP_COLOURS = ["C0", "C3", "C2", "C1", "C4", "C5"]
+PAIR_LABELS = {"same correlated group": "within a\ncorrelated group",
+               "same anticorrelated group": "within an anti-\ncorrelated group", "different groups": "different\ngroups"}
+
+
+def make_correlated(models: Mapping, features: Mapping, pairs: Mapping, max_seeds: int = 6) -> Figure:
+    """Feature groups: each setting's learned columns (one colour per group) for its first seeds, and the
+    cosines of its pairs of represented features by pair type, as in the source's correlated-features figure."""
+    m_setting = np.asarray(models["setting"], dtype=object)
+    names = list(dict.fromkeys(m_setting))
+    seeds = np.unique(models["seed"])[:max_seeds]
+    f_setting = np.asarray(features["setting"], dtype=object)
+    p_setting, p_type = np.asarray(pairs["setting"], dtype=object), np.asarray(pairs["pair_type"], dtype=object)
+    types = ["same correlated group", "same anticorrelated group", "different groups"]
+    fig, axes = plt.subplots(len(names), len(seeds) + 1, squeeze=False,
+                             figsize=(1.45 * len(seeds) + 3.2, 1.6 * len(names) + 0.6),
+                             gridspec_kw={"width_ratios": [1] * len(seeds) + [2.2]})
+    for r, name in enumerate(names):
+        row = np.flatnonzero(m_setting == name)[0]
+        for c, seed in enumerate(seeds):
+            ax = axes[r, c]
+            mask = (f_setting == name) & (features["seed"] == seed)
+            order = np.argsort(features["feature"][mask])
+            w, grp = features["w"][mask][order], features["group"][mask][order]
+            t = np.linspace(0, 2 * np.pi, 100)
+            ax.plot(np.cos(t), np.sin(t), color="0.85", lw=0.6)
+            for (x, y), g in zip(w, grp):
+                colour = GROUP_COLOURS[int(g) % len(GROUP_COLOURS)]
+                ax.plot([0, x], [0, y], color=colour, lw=1.3)
+                ax.plot([x], [y], "o", color=colour, ms=2.5)
+            ax.set(xlim=(-1.35, 1.35), ylim=(-1.35, 1.35), aspect="equal", xticks=[], yticks=[])
+            if r == 0:
+                ax.set_title(f"seed {seed}", fontsize=7)
+        axes[r, 0].set_ylabel(f"{name}\n{models['kind'][row]}, S = {models['sparsity'][row]:g}", fontsize=7)
+        ax = axes[r, -1]
+        here = p_setting == name
+        shown = [t for t in types if np.any(here & (p_type == t))]
+        for k, t in enumerate(shown):
+            v = np.asarray(pairs["cos"])[here & (p_type == t)]
+            jitter = np.random.default_rng(k).uniform(-0.15, 0.15, len(v))
+            ax.plot(v, k + jitter, "o", ms=3, alpha=0.5, color=f"C{types.index(t)}", label=t)
+        for x0 in (-0.8, -0.2, 0.2, 0.8):
+            ax.axvline(x0, color="0.7", lw=0.6, ls=":")
+        ax.set(xlim=(-1.05, 1.05), ylim=(-0.6, max(len(shown), 1) - 0.4), yticks=range(len(shown)))
+        ax.set_yticklabels([PAIR_LABELS[t] for t in shown], fontsize=7)
+        ax.tick_params(axis="x", labelsize=7)
+        if r == len(names) - 1:
+            ax.set_xlabel("cos(W_i, W_j) of represented pairs", fontsize=8)
+    fig.suptitle("Feature groups in m = 2 dimensions: columns of W (colour = group) and pair cosines by type",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
