@@ -344,3 +344,41 @@ def summarize_correlated(models: Mapping, pairs: Mapping, groups: Mapping) -> di
                     f"cos < -{ALIGNED_COS}, aligned when cos > {ALIGNED_COS}; a claim holds when the 95% Wilson interval of its relation's share "
                     "among within-group pairs lies above that among pairs of different groups in the same "
                     "models, and the share exceeds one half (Fisher's exact test p beside it)"}
+
+
+def findings(documents: Mapping) -> list[str]:
+    """The family's sentences of the run's findings (tinylens.findings). ``documents``: ``superposition``
+    (metrics/superposition.json)."""
+    from tinylens.findings import get, num, percent
+
+    h = get(documents["superposition"], "headline")
+    out = [f"Five sparse features in two dimensions: at the sparsest setting {num(get(h, 'uniform_sparsest_mean_represented'))} "
+           f"of 5 are represented on average, as a pentagon in {percent(get(h, 'uniform_sparsest_pentagon_share'))} "
+           "of the seeds."]
+    crossing = get(h, "crossing_odd_sparsity")
+    out.append(f"With one feature sparser than the others, the pentagon's and the two digons' losses cross at the odd "
+               f"feature's sparsity {num(crossing, 4)} ({num(get(h, 'crossing_relative_density'), 2)} times the "
+               "others' density)." if crossing is not None else
+               "With one feature sparser than the others, the pentagon's and the two digons' losses do not cross "
+               "exactly once on the grid.")
+    near, chance = get(h, "share_near_fraction_in_range"), get(h, "chance_share_in_range")
+    jumps, small = get(h, "jumps_total"), h.get("moves_within_noise")
+    rule = ("" if small is None  # metrics from before the noise rule: their count is of every move
+            else f" that clear the curve's own noise (and {small} smaller moves within it)")
+    out.append(f"{percent(near)} of the feature dimensionalities in the fractions' range lie near a simple fraction "
+               f"(a uniform spread would put {percent(chance)} there); D_i makes {jumps} "
+               f"jump{'' if jumps == 1 else 's'} between fractions over training{rule}.")
+    out.append(f"The trained n = 2, m = 1 models' regime matches the analytic one in "
+               f"{percent(get(h, 'phase_agreement_best_seed'))} of the phase diagram's cells (best seed per cell).")
+    claims, collapse = h.get("correlated_claims_hold"), h.get("correlated_collapse")
+    if claims:
+        said = {"correlated": "correlated features orthogonal within their group",
+                "anticorrelated": "anti-correlated features antipodal"}
+        parts = [f"{said.get(documents['superposition']['correlated']['settings'][n]['kind'], n)} "
+                 f"({'holds' if ok else 'does not hold'})" for n, ok in claims.items()]
+        if collapse:
+            parts += [f"denser correlated features collapsed onto their principal component "
+                      f"({'holds' if ok else 'does not hold'}, {n})" for n, ok in collapse.items()]
+        out.append("Feature groups in two dimensions, each claim against the pairs of different groups "
+                   "(Wilson intervals apart): " + "; ".join(parts) + ".")
+    return out
