@@ -38,7 +38,7 @@ E = math.e
 def measure_settings(val_windows=10, train_windows=4, repeat_length=4, sequences=3, exclude=1, seed=0):
     """Probes of 16-token windows, repeats of 4 x 4 tokens; ICL at positions 2 and 15."""
     return MeasureSettings(val_windows=val_windows, train_windows=train_windows, energy_windows=10,
-                           icl_positions=[2, 15],
+                           icl_positions=[2, 15], icl_bands=[[1, 3], [10, 14]],
                            repeat={"length": repeat_length, "copies": 4, "sequences": sequences, "exclude": exclude},
                            unigram_direction={"restarts": 2, "steps": 20}, seed=seed)
 
@@ -204,6 +204,10 @@ def test_a_model_predicting_the_unigram_has_zero_kl_to_it():
     # a unigram model predicts no better late than early: its per-position loss is the targets' surprisal
     assert row["icl_score"] == pytest.approx(float(-np.log(probes.unigram[targets[:, 15]]).mean()
                                                   + np.log(probes.unigram[targets[:, 2]]).mean()), abs=1e-5)
+    surprisal = -np.log(probes.unigram[targets])  # the band score: late band 10-14 minus early band 1-3
+    assert row["icl_band"] == pytest.approx(float((surprisal[:, 10:15].mean(1) - surprisal[:, 1:4].mean(1)).mean()),
+                                            abs=1e-5)
+    assert 0 < row["icl_band_se"] < row["icl_score_se"] * 1.5
     assert set(heads) == {"prefix_matching", "copying_eigen", "copying_logit", "previous_token", "duplicate_token"}
     assert all(v.shape == (2, 2) for v in heads.values())
     assert row["ie"].shape == row["ie_prefix"].shape == (4,) and row["loss_by_position"].shape == (16,)

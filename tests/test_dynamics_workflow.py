@@ -29,6 +29,10 @@ def test_icl_positions_and_repeats_must_fit_the_context(config, repo):
     with pytest.raises(ConfigError, match=r"presets\.test\.dynamics\.measure\.icl_positions.*context length \(model\.block_size = 32\)"):
         validate_config(bad, schema)
     bad = copy.deepcopy(config)
+    bad["presets"]["test"]["dynamics"]["measure"]["icl_bands"] = [[2, 5], [20, 32]]
+    with pytest.raises(ConfigError, match=r"presets\.test\.dynamics\.measure\.icl_bands.*context length \(model\.block_size = 32\)"):
+        validate_config(bad, schema)
+    bad = copy.deepcopy(config)
     bad["presets"]["small"]["dynamics"]["measure"]["repeat"]["length"] = 17
     with pytest.raises(ConfigError, match=r"presets\.small\.dynamics\.measure\.repeat.*exceed the context length \(64\)"):
         validate_config(bad, schema)

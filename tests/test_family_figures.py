@@ -275,7 +275,8 @@ def dynamics_curves(offset=0.0, steps=(0, 1, 10, 100)):
     metrics = {"ie": np.linspace(1.5, 2.5, n)[:, None] + np.zeros(depths) + offset,
                "ie_prefix": np.full((n, depths), 2.0), "kl_model_unigram": np.linspace(1.0, 0.2, n) + offset,
                "kl_unigram_model": np.linspace(0.8, 0.3, n), "unigram_direction_kl": np.linspace(1.0, 0.01, n),
-               "icl_score": np.linspace(0.0, -0.4, n) + offset, "icl_score_se": np.full(n, 0.02),
+               "icl_band": np.linspace(0.0, -0.4, n) + offset, "icl_band_se": np.full(n, 0.02),
+               "icl_score": np.linspace(0.1, -0.6, n) + offset, "icl_score_se": np.full(n, 0.08),
                "val_loss": np.linspace(4.0, 2.0, n) + offset, "loss_by_position": np.linspace(4, 2, n)[:, None] - np.log(np.arange(1, 9))[None] * 0.1}
     heads = {name: np.tile(np.linspace(0, 0.5, n)[:, None, None], (1, 6, 2)) for name in
              ("prefix_matching", "copying_eigen", "copying_logit")}
@@ -310,11 +311,15 @@ def test_icl_score_per_seed_with_its_final_value():
     from tinylens.dynamics.plots import make_icl_score
 
     curves = {"1": dynamics_curves(0.0), "2": dynamics_curves(0.1, steps=(0, 1, 10, 100, 120))}
-    icl, loss = make_icl_score(curves, {"1": dynamics_summary(), "2": dynamics_summary(False)}, (3, 31), "1").axes
+    icl, loss = make_icl_score(curves, {"1": dynamics_summary(), "2": dynamics_summary(False)}, (3, 31),
+                               ((2, 5), (20, 30)), "1").axes
     assert legend(icl)[:2] == ["seed 1: final (step 100) -0.400 +- 0.020", "seed 2: final (step 120) -0.300 +- 0.020"]
     assert legend(loss)[:2] == ["seed 1; loss non-convex in the window", "seed 2"]
     assert line(icl, legend(icl)[0]).get_linewidth() == 2  # the original stands out
-    assert icl.get_ylabel() == "ICL score (nats): loss at token 32\nminus loss at token 4"
+    assert icl.get_ylabel() == ("ICL score (nats): mean loss at tokens 21-31\nminus at tokens 3-6\n"
+                                "(dashed: token 32 minus token 4)")
+    dashed = [x for x in icl.get_lines() if x.get_linestyle() == "--"]
+    np.testing.assert_allclose(dashed[0].get_ydata(), np.linspace(0.1, -0.6, 4))  # the single-position score
 
 
 def test_loss_by_position_maps_and_the_window_rows():
@@ -450,3 +455,36 @@ def test_correlated_columns_per_setting_and_seed_and_the_pair_cosines_by_type():
     np.testing.assert_allclose(line(fig.axes[2], "same correlated group").get_xdata(), [0.0])
     np.testing.assert_allclose(line(fig.axes[2], "different groups").get_xdata(), [-1.0])
     np.testing.assert_allclose(line(fig.axes[5], "same anticorrelated group").get_xdata(), [-1.0])
+
+
+def test_attention_vs_ffwd_draws_a_box_per_block_and_mode():
+    from tinylens.supporting.plots import make_attention_vs_ffwd
+
+    block = np.repeat(np.arange(3), 4).astype(np.int8)
+    ratio = np.tile([1.5, 2.0, 3.0, np.inf], 3)
+    tables = {mode: {"block": block, "norm_ratio": ratio * (1 + d), "cos_ffwd_sa": np.full(12, -0.2 + d),
+                     "cos_ffwd_out": np.full(12, 0.8), "cos_sa_out": np.full(12, 0.1)}
+              for mode, d in (("corpus", 0.0), ("heldout", 0.5))}
+    fig = make_attention_vs_ffwd(tables)
+    assert [ax.get_title() for ax in fig.axes] == ["|ffwd_b| / |sa_b|", "cos(ffwd_b, sa_b)",
+                                                    "cos(ffwd_b, block output)", "cos(sa_b, block output)"]
+    ratio_ax = fig.axes[0]
+    assert ratio_ax.get_yscale() == "log"
+    assert len(ratio_ax.patches) == 3 * 2  # a box per block and mode
+    medians = [line.get_ydata()[0] for line in ratio_ax.lines if line.get_linewidth() == 2]
+    assert medians == [2.0] * 3 + [3.0] * 3  # the finite ratios' medians, corpus then held-out
+    assert legend(ratio_ax) == ["corpus prompts (the paper's mode)", "held-out prompts (validation text)"]
+
+
+def test_attention_hull_draws_each_weighting_per_head():
+    from tinylens.attention.plots import make_attention_hull
+
+    block = np.repeat([0, 0, 1, 1], 3).astype(np.int8)
+    head = np.tile(np.repeat([0, 1], 3), 2).astype(np.int8)
+    cols = {"block": block, "head": head, "real_potential": np.tile([0.1, 0.2, 0.3], 4),
+            "shuffled_potential": np.full(12, 0.9), "uniform_potential": np.full(12, 1.0)}
+    ax = make_attention_hull(cols).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1.1", "1.2", "2.1", "2.2"]
+    assert legend(ax) == ["the head's attention", "rows shuffled over visible positions", "uniform over visible positions"]
+    real = ax.containers[0]  # errorbar containers in drawing order
+    np.testing.assert_allclose(np.asarray(real.lines[0].get_ydata(), dtype=float), [0.2] * 4)

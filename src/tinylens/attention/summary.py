@@ -23,6 +23,9 @@ SOURCE_CLAIMS = {
                     "embedding. Tuned lens (Belrose et al. 2023): the tuned lens has lower KL to the final "
                     "distribution than the logit lens at every depth.",
     "probes": "001: context-pooled features that a linear classifier separates are evidence of attractors.",
+    "convex_hull": "001: attention moves each token's state towards a weighted mean of value vectors, so the next "
+                   "token's state is about V^T A_t, inside the convex hull of the values, with "
+                   "(S - A)^T V V^T (S - A) as its potential.",
 }
 
 HEAD_FIELDS = ("block", "head", "diag_mean", "diag_median", "slowest_transient_eigenvalue", "half_absorption_mean")
@@ -99,8 +102,9 @@ def summarize_probes(columns: Mapping[str, Sequence]) -> dict:
             "best_logistic_z_vs_shuffled": z}
 
 
-def family_metrics(seed: int, spectra: Mapping, trajectories: Mapping, probes: Mapping) -> dict:
-    """metrics/attention.json: each part's summary with the source's claim beside it."""
+def family_metrics(seed: int, spectra: Mapping, trajectories: Mapping, probes: Mapping, hull: Mapping) -> dict:
+    """metrics/attention.json: each part's summary with the source's claim beside it; ``hull``:
+    :func:`tinylens.attention.hull.summarize_hull`."""
     return {
         "seed": seed,
         "depth_convention": "depth 0 = embedding output, depth d = output of block d (1-based blocks); "
@@ -109,6 +113,7 @@ def family_metrics(seed: int, spectra: Mapping, trajectories: Mapping, probes: M
         "odds_ratio_source": SOURCE_CLAIMS["odds_ratio"],
         "trajectories": {**trajectories, "source": SOURCE_CLAIMS["trajectories"]},
         "probes": {**probes, "source": SOURCE_CLAIMS["probes"]},
+        "convex_hull": {**hull, "source": SOURCE_CLAIMS["convex_hull"]},
     }
 
 
@@ -146,4 +151,11 @@ def findings(documents: Mapping) -> list[str]:
     out.append(f"The best speaker probe reaches a balanced accuracy of {percent(get(best, 'balanced_accuracy'))} at "
                f"depth {get(doc, 'probes', 'best_logistic_depth')} (chance {percent(get(chance, 'balanced_accuracy'))}): "
                f"{verdict} (z = {num(z, 2)}, the best of the depths, so an upper bound).")
+    hull = doc.get("convex_hull") if isinstance(doc, dict) else None
+    if hull is not None:
+        counts = get(hull, "verdicts", "shuffled")
+        out.append(f"Seed 001's convex-hull reading (the attention-weighted mean of a head's values nearer the next "
+                   f"position's value than with shuffled attention, by 1.96 standard errors over windows) holds for "
+                   f"{counts['holds']} of {get(hull, 'n_heads')} heads, fails for {counts['fails']}, and cannot be told "
+                   f"for {counts['undecided']}.")
     return out

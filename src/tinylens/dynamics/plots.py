@@ -91,22 +91,26 @@ def make_energy_kl(curves: Mapping[str, Curves], summaries: Mapping[str, dict], 
     return fig
 
 
-def make_icl_score(curves: Mapping[str, Curves], summaries: Mapping[str, dict], icl_positions, original: str) -> Figure:
-    """Per seed: the ICL score (+- 2 standard errors) and the validation loss against step (each seed at
-    its own checkpoints)."""
+def make_icl_score(curves: Mapping[str, Curves], summaries: Mapping[str, dict], icl_positions, icl_bands,
+                   original: str) -> Figure:
+    """Per seed: the band ICL score (+- 2 standard errors), the single-position one (dashed), and the
+    validation loss against step (each seed at its own checkpoints)."""
     fig, (ax_icl, ax_loss) = plt.subplots(2, 1, figsize=(8, 7.5), sharex=True)
     early, late = icl_positions
     for i, (seed, c) in enumerate(curves.items()):
         color = f"C{i}"
         lw = 2 if seed == original else 1.2
-        steps, icl, se = c.steps, c.metrics["icl_score"], c.metrics["icl_score_se"]
+        steps, icl, se = c.steps, c.metrics["icl_band"], c.metrics["icl_band_se"]
+        ax_icl.plot(steps, c.metrics["icl_score"], color=color, lw=0.8, ls="--", alpha=0.7)
         ax_icl.fill_between(steps, icl - 2 * se, icl + 2 * se, color=color, alpha=0.12, lw=0)
         ax_icl.plot(steps, icl, color=color, lw=lw,
                     label=f"seed {seed}: final (step {steps[-1]}) {icl[-1]:+.3f} +- {se[-1]:.3f}")
         ax_loss.plot(steps, c.metrics["val_loss"], color=color, lw=lw,
                      label=f"seed {seed}" + ("; loss non-convex in the window" if summaries[seed]["loss_bump"]["nonconvex"] else ""))
     ax_icl.axhline(0, color="grey", lw=0.8)
-    ax_icl.set_ylabel(f"ICL score (nats): loss at token {late + 1}\nminus loss at token {early + 1}")
+    (a, b), (c_, d) = icl_bands
+    ax_icl.set_ylabel(f"ICL score (nats): mean loss at tokens {c_ + 1}-{d + 1}\nminus at tokens {a + 1}-{b + 1}\n"
+                      f"(dashed: token {late + 1} minus token {early + 1})")
     ax_loss.set_ylabel("validation loss (nats/char)")
     every_step = reduce(np.union1d, (c.steps for c in curves.values()))
     for ax in (ax_icl, ax_loss):

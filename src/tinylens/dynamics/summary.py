@@ -120,13 +120,13 @@ def seed_summary(curves: Curves, n_layer: int, tokens_per_step: int, settings: P
     prefix = curves.heads["prefix_matching"]
     layer, head = np.unravel_index(int(np.argmax(prefix[-1])), prefix.shape[1:])
     best_curve = prefix[:, layer, head]
-    window = phase_change_window(steps, best_curve, m["icl_score"], width)
+    window = phase_change_window(steps, best_curve, m["icl_band"], width)
     depth = depth_names(n_layer).index(HEADLINE_DEPTH)
     ie = m["ie"][:, depth]
     phases = ie_kl_phases(steps, ie, m["kl_model_unigram"], width, min_swing)
     owned = [int(s) for s, kl in zip(steps, m["unigram_direction_kl"]) if kl < settings.unigram_threshold]
     final = -1
-    icl_final, icl_se = float(m["icl_score"][final]), float(m["icl_score_se"][final])
+    icl_final, icl_se = float(m["icl_band"][final]), float(m["icl_band_se"][final])
     formed = bool(best_curve[final] > settings.induction_threshold)
     icl_significant = bool(icl_final + 2 * icl_se < 0)
     return {
@@ -134,7 +134,8 @@ def seed_summary(curves: Curves, n_layer: int, tokens_per_step: int, settings: P
         "checkpoints": len(steps),
         "final": {
             "train_loss": float(m["train_loss"][final]), "val_loss": float(m["val_loss"][final]),
-            "icl_score": icl_final, "icl_score_se": icl_se,
+            "icl_band": icl_final, "icl_band_se": icl_se,
+            "icl_score": float(m["icl_score"][final]), "icl_score_se": float(m["icl_score_se"][final]),
             "kl_model_unigram": float(m["kl_model_unigram"][final]),
             "kl_unigram_model": float(m["kl_unigram_model"][final]),
             "unigram_direction_kl": float(m["unigram_direction_kl"][final]),

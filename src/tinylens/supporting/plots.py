@@ -201,3 +201,36 @@ def make_criterion(criterion: Mapping) -> Figure:
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     axes[0][0].set_ylabel("prompts meeting the criterion (%)")
     return fig
+
+
+def make_attention_vs_ffwd(tables: Mapping[str, Mapping[str, np.ndarray]]) -> Figure:
+    """Per block, box plots over the evaluation prompts of |ffwd| / |sa| (log scale, 1 dashed),
+    cos(ffwd, sa), cos(ffwd, out) and cos(sa, out); one box per mode side by side. ``tables``: the
+    block_contributions table's columns per mode."""
+    panels = [("norm_ratio", "|ffwd_b| / |sa_b|"), ("cos_ffwd_sa", "cos(ffwd_b, sa_b)"),
+              ("cos_ffwd_out", "cos(ffwd_b, block output)"), ("cos_sa_out", "cos(sa_b, block output)")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2))
+    width = 0.8 / max(len(tables), 1)
+    for ax, (key, label) in zip(axes, panels):
+        for i, (mode, cols) in enumerate(tables.items()):
+            block = np.asarray(cols["block"])
+            blocks = np.unique(block)
+            values = [np.asarray(cols[key], dtype=np.float64)[block == b] for b in blocks]
+            values = [v[np.isfinite(v)] for v in values]
+            pos = blocks + 1 + (i - (len(tables) - 1) / 2) * width
+            parts = ax.boxplot(values, positions=pos, widths=width * 0.9, showfliers=False, patch_artist=True,
+                               manage_ticks=False, medianprops={"color": "black", "lw": 2})
+            for box in parts["boxes"]:
+                box.set(facecolor=f"C{i}", alpha=0.5)
+            ax.plot([], [], "s", color=f"C{i}", alpha=0.5, label=MODE_TITLES.get(mode, mode))
+        if key == "norm_ratio":
+            ax.set_yscale("log")
+            ax.axhline(1.0, color="grey", ls="--", lw=1)
+        else:
+            ax.axhline(0.0, color="grey", ls="--", lw=1)
+        ax.set(xlabel="block", title=label)
+        ax.set_xticks(range(1, len(np.unique(np.concatenate([np.asarray(c["block"]) for c in tables.values()]))) + 1))
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    axes[0].set_ylabel("over evaluation prompts (box: quartiles, whiskers 1.5 IQR)")
+    return fig
