@@ -159,7 +159,7 @@ FIGURES = {
     # superposition family
     "superposition_polygons", "superposition_phase_change", "superposition_loss_crossing",
     "superposition_dimensionality", "superposition_fraction_histogram", "superposition_dimensionality_training",
-    "superposition_phase_diagram",
+    "superposition_phase_diagram", "superposition_correlated",
     # supporting analyses
     "ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion", "attention_vs_ffwd",
     # training-dynamics family

@@ -193,9 +193,12 @@ def test_loss_crossing_curves_per_start_and_the_crossing():
 
     models, _ = nonuniform()
     top, bottom = make_loss_crossing(models, crossing=0.5, fixed_sparsity=0.95).axes
-    np.testing.assert_allclose(line(top, "started as pentagon").get_ydata(), [0.3, 0.2])
-    np.testing.assert_allclose(line(top, "started as two digons").get_ydata(), [0.25, 0.25])
-    assert "two digons start left its geometry" in legend(top) and "random starts" in legend(top)
+    np.testing.assert_allclose(line(top, "pentagon (start kept)").get_ydata(), [0.3, 0.2])
+    # the two-digon start escaped at the higher density: its curve stops where the geometry was lost
+    np.testing.assert_allclose(line(top, "two digons (start kept)").get_ydata(), [0.25, np.nan])
+    np.testing.assert_allclose(line(top, "two digons start left its geometry (not on the curve)").get_xydata(),
+                               [[1.0, 0.25]])
+    assert "random starts" in legend(top)
     np.testing.assert_allclose(bottom.get_lines()[0].get_ydata(), [(0.3 - 0.25) / 0.25])  # where both kept theirs
     assert [x.get_xdata()[0] for x in top.get_lines() if x.get_linestyle() == "--"] == [0.5]
     assert top.get_title() == "Features 0-3 at sparsity 0.95; feature 4's density varied"
@@ -234,10 +237,12 @@ def test_dimensionality_training_one_line_per_represented_feature_and_the_jumps(
     training = {"sparsity": np.full(9, 0.6), "step": np.repeat(steps, 3), "feature": np.tile([0, 1, 2], 3),
                 "dimensionality": np.array([1, 0, 0.5, 0.5, 0, 0.5, 0.5, 0, 0.4]),
                 "norm": np.array([1, 0, 1, 1, 0, 1, 1, 0, 1.0])}
-    jumps = {"sparsity": np.array([0.6]), "feature": np.array([0]), "step": np.array([10])}
+    jumps = {"sparsity": np.array([0.6, 0.6]), "feature": np.array([0, 2]), "step": np.array([10, 100]),
+             "exceeds_noise": np.array([True, False])}
     (ax,) = make_dimensionality_training(training, jumps, 0.6, [Fraction(1, 2)], threshold=0.5).axes
     assert len([x for x in ax.get_lines() if len(x.get_xdata()) == 3]) == 2  # features 0 and 2
-    np.testing.assert_allclose(line(ax, "1 jumps found (from one fraction to another)").get_xydata(), [[10, 0.5]])
+    np.testing.assert_allclose(line(ax, "1 jumps (levels >= margin x noise apart)").get_xydata(), [[10, 0.5]])
+    np.testing.assert_allclose(line(ax, "1 moves within the curve's noise (not jumps)").get_xydata(), [[100, 0.4]])
     assert ax.get_title() == "Feature dimensionality over training (S = 0.6; 2 features represented at the end)"
 
 
@@ -434,6 +439,28 @@ def test_composition_across_seeds_original_first_and_its_agreement():
     assert [ax.get_title() for ax in grids[:2]] == ["seed 3: Q, residual\noriginal",
                                                     "seed 5: Q, residual\ntau 0.50, shared 1"]
     np.testing.assert_allclose(grids[2].images[0].get_array()[0, 1], 0.4)  # K: the largest excess over heads
+
+
+def test_correlated_columns_per_setting_and_seed_and_the_pair_cosines_by_type():
+    from tinylens.superposition.plots import make_correlated
+
+    models = {"setting": np.array(["c", "c", "a", "a"], object), "kind": np.array(["correlated"] * 2 + ["anticorrelated"] * 2, object),
+              "sparsity": np.array([0.9, 0.9, 0.3, 0.3]), "seed": np.array([0, 1, 0, 1])}
+    w = np.array([[1, 0], [0, 1], [-1, 0], [0, -1]], dtype=float)
+    features = {"setting": np.repeat(models["setting"], 4), "seed": np.repeat(models["seed"], 4),
+                "feature": np.tile(np.arange(4), 4), "group": np.tile([0, 0, 1, 1], 4), "w": np.concatenate([w] * 4)}
+    pairs = {"setting": np.array(["c", "c", "a"], object), "pair_type": np.array(
+                 ["same correlated group", "different groups", "same anticorrelated group"], object),
+             "cos": np.array([0.0, -1.0, -1.0])}
+    fig = make_correlated(models, features, pairs)
+    assert len(fig.axes) == 6  # two settings x (two seeds + the cosine panel)
+    assert fig.axes[0].get_ylabel() == "c\ncorrelated, S = 0.9" and fig.axes[0].get_title() == "seed 0"
+    arrows = [x for x in fig.axes[0].get_lines() if len(x.get_xdata()) == 2]
+    assert [a.get_color() for a in arrows] == ["C0", "C0", "C3", "C3"]  # one colour per group
+    np.testing.assert_allclose(arrows[2].get_xydata(), [[0, 0], [-1, 0]])
+    np.testing.assert_allclose(line(fig.axes[2], "same correlated group").get_xdata(), [0.0])
+    np.testing.assert_allclose(line(fig.axes[2], "different groups").get_xdata(), [-1.0])
+    np.testing.assert_allclose(line(fig.axes[5], "same anticorrelated group").get_xdata(), [-1.0])
 
 
 def test_attention_vs_ffwd_draws_a_box_per_block_and_mode():

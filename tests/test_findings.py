@@ -122,3 +122,17 @@ def test_snapshot_copies_a_run_with_its_provenance_and_renders_the_block(tmp_pat
     (repo / "README.md").write_text("# no block\n", encoding="utf-8")
     with pytest.raises(ValueError, match="has no generated block"):
         findings.render_readme(repo)
+
+
+def test_superposition_findings_state_the_jump_rule_and_the_correlated_claims(tmp_path):
+    doc = json.loads(json.dumps(SUPERPOSITION))
+    doc["headline"].update(jumps_total=4, moves_within_noise=79,
+                           correlated_claims_hold={"c": True, "a": False}, correlated_collapse={"d": True})
+    doc["correlated"] = {"settings": {"c": {"kind": "correlated"}, "a": {"kind": "anticorrelated"},
+                                      "d": {"kind": "correlated"}}}
+    _write(tmp_path, "metrics/superposition.json", doc)
+    text = render(tmp_path)
+    assert "D_i makes 4 jumps between fractions over training that clear the curve's own noise (and 79 smaller " \
+           "moves within it)." in text
+    assert ("correlated features orthogonal within their group (holds); anti-correlated features antipodal "
+            "(does not hold); denser correlated features collapsed onto their principal component (holds, d)") in text
