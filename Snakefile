@@ -43,9 +43,15 @@ include: "rules/supporting.smk"  # supporting analyses (method.md §7)
 include: "rules/circuits.smk"  # weight-only circuits (method.md §9)
 include: "rules/superposition.smk"  # superposition in toy models (method.md §11)
 include: "rules/dynamics.smk"  # training dynamics (method.md §8)
+include: "rules/phase_change.smk"  # the induction-head phase change (method.md §8b)
 include: "rules/attention.smk"  # attention dynamics (method.md §10)
 include: "rules/figures.smk"  # every figure: the core's and each family's table, one rule per row
 include: "rules/comparison.smk"  # the published numbers beside ours (after every family: it reads their metrics)
+include: "rules/findings.smk"  # the run's findings in words (after every family: it reads their metrics)
+
+
+# The report's front page: what the workflow is, and a link to the findings (rules/findings.smk).
+report: "report/workflow.rst"
 
 
 onstart:
@@ -75,8 +81,10 @@ rule all:
         CIRCUITS_TARGETS,  # circuits family (rules/circuits.smk)
         SUPERPOSITION_TARGETS,  # superposition family (rules/superposition.smk)
         DYNAMICS_TARGETS,  # training-dynamics family (rules/dynamics.smk)
+        PHASE_TARGETS,  # the induction-head phase change (rules/phase_change.smk)
         ATTENTION_TARGETS,  # attention dynamics (rules/attention.smk)
         rules.comparison.input,  # the published numbers beside ours (rules/comparison.smk)
+        rules.findings.input,  # the run's findings in words (rules/findings.smk)
     default_target: True
 
 

@@ -42,6 +42,32 @@ rule attention_spectra:
         "../scripts/measure_attention_spectra.py"
 
 
+rule attention_hull:
+    """Seed 001's convex-hull reading per head (method.md §10): one forward pass over the spectra's windows."""
+    input:
+        **model_files("{seed}", "weights", "config"),
+        val=rules.tokenize.output.val,
+    output:
+        table=f"{ATTENTION_DIR}/hull.parquet",
+    params:
+        sequences=ATTENTION["sequences"],
+        seed=ATTENTION["seed"],
+        device=config["device"],
+    threads: 1
+    resources:
+        mem_mb=ATTENTION_MEM["spectra"],
+        runtime=10,
+        gpu=TRAIN["resources"]["gpu"],
+    log:
+        results("logs/attention_hull_seed{seed}.log"),
+    benchmark:
+        results("benchmarks/attention_hull_seed{seed}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/measure_attention_hull.py"
+
+
 rule train_tuned_lens:
     input:
         **model_files("{seed}", "weights", "config"),
@@ -130,6 +156,7 @@ rule attention_summary:
         heads=f"{ATTENTION_ORIGINAL}/heads.parquet",
         trajectories=f"{ATTENTION_ORIGINAL}/trajectories.json",
         probes=f"{ATTENTION_ORIGINAL}/probes.json",
+        hull=f"{ATTENTION_ORIGINAL}/hull.parquet",
     output:
         summary=results("metrics/attention.json"),
     params:
@@ -152,6 +179,7 @@ ATTENTION_FIGURES = figures(
     mem_mb=400,
     attention_diagonals=dict(input=dict(table=f"{ATTENTION_ORIGINAL}/diagonal.parquet")),
     attention_absorption=dict(input=dict(table=f"{ATTENTION_ORIGINAL}/absorption.parquet")),
+    attention_hull=dict(input=dict(table=f"{ATTENTION_ORIGINAL}/hull.parquet")),
     lens_curves=dict(input=dict(summary=f"{ATTENTION_ORIGINAL}/trajectories.json")),
     next_token_cosine=dict(
         input=dict(
@@ -170,7 +198,13 @@ ATTENTION_TARGETS = [
     # intermediates too: `rule all` then notices one deleted or lost with a failed job
     *(
         expand(rule.output, seed=ORIGINAL)
-        for rule in (rules.attention_spectra, rules.train_tuned_lens, rules.measure_trajectories, rules.probe_speakers)
+        for rule in (
+            rules.attention_spectra,
+            rules.attention_hull,
+            rules.train_tuned_lens,
+            rules.measure_trajectories,
+            rules.probe_speakers,
+        )
     ),
 ]
 

@@ -4,6 +4,7 @@ from tinylens.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
 from tinylens.interventions import VECTOR_KINDS
 from tinylens.resources import STRING_BYTES, STRING_VALUE_BYTES, per_row, table_rows, width_factor
 from tinylens.weights import MODEL_FILES
+from tinylens.findings import FAMILIES
 
 PRESET = config["preset"]
 SETTINGS = active_preset(config)
@@ -148,6 +149,12 @@ def absent_sources(wildcards):
     }
 
 
+def findings_metrics(wildcards):
+    """Every family's metrics files (tinylens.findings.FAMILIES) made by this workflow, the inputs of the run's
+    findings (rules/findings.smk)."""
+    return [results(path) for family in FAMILIES for path, rule in family.metrics.values() if has_rule(rule)]
+
+
 # --- end comparison ---
 
 
@@ -155,3 +162,12 @@ def absent_sources(wildcards):
 def dump_kinds(wildcards):
     """Prompts keep every kind (the ablation analysis needs them); strings what the preset names."""
     return ANALYSIS["string_kinds"] if wildcards.set == "strings" else list(VECTOR_KINDS)
+
+
+def phase_runs_input(names):
+    """The tables of the named runs and the summary: a figure's input."""
+    return dict(
+        curves=[results(f"phase_change/{name}/curves.parquet") for name in names],
+        heads=[results(f"phase_change/{name}/heads.parquet") for name in names],
+        summary=rules.phase_change_summary.output.summary,
+    )

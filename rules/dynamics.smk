@@ -79,7 +79,12 @@ DYNAMICS_FIGURES = figures(
             summary=rules.dynamics_summary.output.summary,
             **model_files(ORIGINAL, "config"),
         ),
-        params=dict(seeds=SEEDS, original=ORIGINAL, icl_positions=DYNAMICS["measure"]["icl_positions"]),
+        params=dict(
+            seeds=SEEDS,
+            original=ORIGINAL,
+            icl_positions=DYNAMICS["measure"]["icl_positions"],
+            icl_bands=DYNAMICS["measure"]["icl_bands"],
+        ),
     ),
     dynamics_loss_by_position=dict(
         input=dict(

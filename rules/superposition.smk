@@ -1,5 +1,5 @@
 # Superposition in toy models (method.md §11, after Elhage et al. 2022). Needs neither the corpus nor
-# the transformer: four sweeps of toy models, each trained as one batched stack of independent models,
+# the transformer: five sweeps of toy models, each trained as one batched stack of independent models,
 # then the headline numbers and one figure per script. Target: `snakemake --cores all superposition`.
 from tinylens.config import ConfigError
 from tinylens.superposition.experiments import preset_problems
@@ -113,6 +113,29 @@ rule superposition_phase_diagram:
         "../scripts/train_phase_diagram.py"
 
 
+rule superposition_correlated:
+    output:
+        models=results("superposition/correlated_models.parquet"),
+        features=results("superposition/correlated_features.parquet"),
+        pairs=results("superposition/correlated_pairs.parquet"),
+        groups=results("superposition/correlated_groups.parquet"),
+    params:
+        **SUPERPOSITION_COMMON,
+        spec=SUPER["correlated"],
+    threads: SUPER["threads"]
+    resources:
+        mem_mb=1000,
+        runtime=20,
+    log:
+        results("logs/superposition_correlated.log"),
+    benchmark:
+        results("benchmarks/superposition_correlated.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/train_correlated_features.py"
+
+
 rule superposition_summary:
     input:
         # named as the tables are in tinylens.superposition.schemas.TABLES
@@ -123,6 +146,9 @@ rule superposition_summary:
         dimensionality_jumps=rules.superposition_dimensionality.output.jumps,
         phase_cells=rules.superposition_phase_diagram.output.cells,
         phase_boundary=rules.superposition_phase_diagram.output.boundary,
+        correlated_models=rules.superposition_correlated.output.models,
+        correlated_pairs=rules.superposition_correlated.output.pairs,
+        correlated_groups=rules.superposition_correlated.output.groups,
     output:
         metrics=results("metrics/superposition.json"),
     params:
@@ -191,6 +217,13 @@ SUPERPOSITION_FIGURES = figures(
             boundary=rules.superposition_phase_diagram.output.boundary,
         )
     ),
+    superposition_correlated=dict(
+        input=dict(
+            models=rules.superposition_correlated.output.models,
+            features=rules.superposition_correlated.output.features,
+            pairs=rules.superposition_correlated.output.pairs,
+        )
+    ),
 )
 
 
@@ -203,6 +236,7 @@ SUPERPOSITION_TARGETS = [
     rules.superposition_nonuniform.output,
     rules.superposition_dimensionality.output,
     rules.superposition_phase_diagram.output,
+    rules.superposition_correlated.output,
 ]
 
 

@@ -86,6 +86,35 @@ rule ffwd_endpoint:
         "../scripts/ffwd_endpoint.py"
 
 
+rule block_contributions:
+    """Attention against feed-forward output per block over every evaluation prompt (method.md §7),
+    read from the prompt dumps: no forward pass."""
+    input:
+        **model_files(ORIGINAL, "config"),
+        prompts=PROMPT_TABLES,
+        prompt_blocks=[
+            results(f"activations/seed{ORIGINAL}/prompts_{mode}/block{b}.parquet")
+            for mode in MODES
+            for b in range(N_LAYER)
+        ],
+    output:
+        table=results("supporting/block_contributions.parquet"),
+    params:
+        modes=MODES,
+    resources:
+        # one mode's three kinds of every block as float64, twice: about 6 x 3 x 2 x 8 x d_model bytes a prompt
+        mem_mb=per_row("prompts", 500, 300 * D_MODEL),
+        runtime=5,
+    log:
+        results("logs/block_contributions.log"),
+    benchmark:
+        results("benchmarks/block_contributions.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/block_contributions.py"
+
+
 rule vector_sums:
     input:
         **model_files(ORIGINAL),
@@ -123,6 +152,7 @@ rule token_subspaces:
         lr=SUPPORTING_SIZES["subspace_lr"],
         weight_decay=SUPPORTING["subspace_weight_decay"],
         target_nll=SUPPORTING["subspace_target_nll"],
+        plateau=SUPPORTING["subspace_plateau"],
         seed=SUPPORTING["subspace_seed"],
         pairs=SUPPORTING["mixture_pairs"],
         device=config["device"],
@@ -174,10 +204,12 @@ rule criterion:
 
 rule supporting_metrics:
     input:
+        **model_files(ORIGINAL, "config"),
         ablation=expand(results("supporting/ablation/seed{seed}.parquet"), seed=SEEDS),
         scaling=rules.final_layernorm.output.scaling,
         noise=rules.final_layernorm.output.noise,
         endpoint=rules.ffwd_endpoint.output.table,
+        contributions=rules.block_contributions.output.table,
         subspaces=rules.token_subspaces.output.tokens,
         criterion=expand(results("supporting/criterion_{mode}.json"), mode=MODES),
     output:
@@ -210,6 +242,7 @@ SUPPORTING_FIGURES = figures(
         input=dict(scaling=rules.final_layernorm.output.scaling, noise=rules.final_layernorm.output.noise)
     ),
     ffwd_endpoint=dict(input=dict(table=rules.ffwd_endpoint.output.table)),
+    attention_vs_ffwd=dict(input=dict(table=rules.block_contributions.output.table)),
     vector_sums=dict(input=dict(paths=rules.vector_sums.output.paths)),
     token_subspaces=dict(
         input=dict(
@@ -231,6 +264,7 @@ SUPPORTING_TARGETS = [
     expand(rules.ablation.output, seed=SEEDS),
     rules.final_layernorm.output,
     rules.ffwd_endpoint.output,
+    rules.block_contributions.output,
     rules.vector_sums.output,
     rules.token_subspaces.output,
     expand(rules.criterion.output, mode=MODES),

@@ -5,13 +5,13 @@ from pathlib import Path
 
 import numpy as np
 
+import tinylens.supporting.criterion as crit
 from tinylens.activations import load_block
 from tinylens.approx import grid_index, select_thresholds, summary_for_prompts
 from tinylens.corpus import CharTokenizer
 from tinylens.jobs import job
 from tinylens.search import cumulative, threshold_edges
 from tinylens.strings import load_prompts
-from tinylens.supporting.criterion import CriterionSettings, criterion_by_block, criterion_columns, criterion_summary
 from tinylens.supporting.inputs import load_subspaces
 from tinylens.supporting.schemas import criterion_schema
 from tinylens.tables import write_table
@@ -33,15 +33,15 @@ with job(snakemake) as j:
     ffwd = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed, strings=prompts["string"])[on_eval]
             for b in range(cfg.n_layer)]
     subspaces = dict(load_subspaces(path, cfg.vocab_size, cfg.n_embed) for path in inp.subspaces)
-    directions = {stage: t["direction"].astype(np.float64) for stage, t in subspaces.items()}
+    directions, converged = crit.subspace_arrays(subspaces)
     j.log.info("%s mode: %d evaluation prompts, tuned thresholds %s, subspaces at stages %s, k = %d", p.mode,
                int(on_eval.sum()), tuned["thresholds"], sorted(directions), k)
-
     prompt_ids = np.asarray(prompts["prompt_id"], dtype=np.int32)[on_eval]
-    settings = CriterionSettings(**p.settings)
-    rows, blocks = criterion_by_block(alone, ffwd, directions, prompt_ids, vocab, k, settings)
-    for b, variants in blocks.items():
-        for variant, entry in variants.items():
-            j.log.info("block %d, %s subspaces (stage %d): %s", int(b) + 1, variant, entry["stage"], entry)
-    write_table(out.table, criterion_schema(), criterion_columns(rows, p.mode))
-    j.write_json(out.summary, criterion_summary(p.mode, k, cfg.vocab_size, settings, blocks))
+    settings = crit.CriterionSettings(**p.settings)
+    rows, blocks = crit.criterion_by_block(alone, ffwd, directions, prompt_ids, vocab, k, settings, converged)
+    j.log.info("per block (0-based) and subspace variant: %s", blocks)
+    end = max(directions)  # the input of ln_f: the paper's lists use the end-of-model subspaces
+    aligned = crit.aligned_for_prompts(settings.aligned_prompts, prompt_ids, np.asarray(prompts["string"])[on_eval],
+                                       ffwd, directions[end], vocab, settings.aligned_top, converged[end])
+    write_table(out.table, criterion_schema(), crit.criterion_columns(rows, p.mode))
+    j.write_json(out.summary, {**crit.criterion_summary(p.mode, k, cfg.vocab_size, settings, blocks), "aligned": aligned})

@@ -11,4 +11,4 @@ with job(snakemake) as j:
     cfg = load_config(inp.config)
     summary = j.read_json(inp.summary)["seeds"]
     curves = curves_of_seeds(cfg.n_layer, cfg.n_head, cfg.block_size, p.seeds, inp.checkpoints, inp.heads)
-    j.save_figure(make_icl_score(curves, summary, p.icl_positions, str(p.original)))
+    j.save_figure(make_icl_score(curves, summary, p.icl_positions, p.icl_bands, str(p.original)))

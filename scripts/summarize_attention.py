@@ -1,6 +1,7 @@
 """Gather the attention-dynamics headline numbers into metrics/attention.json (rule attention_summary)."""
 
-from tinylens.attention.schemas import HEAD_SCHEMA
+from tinylens.attention.hull import summarize_hull
+from tinylens.attention.schemas import HEAD_SCHEMA, HULL_SCHEMA
 from tinylens.attention.summary import family_metrics, summarize_heads
 from tinylens.jobs import job
 from tinylens.tables import read_columns
@@ -8,5 +9,6 @@ from tinylens.tables import read_columns
 with job(snakemake) as j:
     inp = j.input
     metrics = family_metrics(j.params.seed, summarize_heads(read_columns(inp.heads, HEAD_SCHEMA)),
-                             j.read_json(inp.trajectories), j.read_json(inp.probes))
+                             j.read_json(inp.trajectories), j.read_json(inp.probes),
+                             summarize_hull(read_columns(inp.hull, HULL_SCHEMA)))
     j.write_json(j.output.summary, metrics)

@@ -24,13 +24,15 @@ with job(snakemake) as j:
                    tokenizer.vocab_size, p.steps, p.lr)
         result = analyse_stage(model, stage, tokenizer.vocab, pairs, p.samples, lr=p.lr, weight_decay=p.weight_decay,
                                target_nll=p.target_nll, max_steps=p.steps, seed=p.seed,
+                               plateau_window=p.plateau["window"], plateau_tolerance=p.plateau["tolerance"],
                                device=j.device, progress=True)
         save_subspaces(out.vectors[i], stage, tokenizer.vocab, result.tensors)
         write_table(out.tokens[i], tokens_schema(result.columns["singular"].shape[1]), result.columns)
         summary = summarize_stage(result.columns, p.target_nll, p.samples)
-        j.log.info("stage %d: %d of %d tokens reached the target (%d samples); sigma_1/sigma_2 median %s; "
-                   "p(token | direction) median %s", stage, summary["tokens_reached"], summary["tokens"],
-                   summary["samples_reached"], summary["sigma_ratio"]["median"], summary["self_probability"]["median"])
+        j.log.info("stage %d: %d of %d tokens reached the target (%d samples), %d converged; sigma_1/sigma_2 median "
+                   "%s; p(token | direction) median %s", stage, summary["tokens_reached"], summary["tokens"],
+                   summary["samples_reached"], summary["tokens_converged"], summary["sigma_ratio"]["median"],
+                   summary["self_probability"]["median"])
         write_table(out.mixtures[i], mixtures_schema(tokenizer.vocab_size), {
             "stage": np.full(len(pairs), stage, dtype=np.int8), "token_a": [a for a, _ in p.pairs],
             "token_b": [b for _, b in p.pairs], "distribution": result.mixtures})

@@ -450,9 +450,17 @@ def test_attention_family_end_to_end(finished_run, test_preset):
         assert not words & {w.strip(".,;:!?'").lower() for w in text.split()}, (speaker, text)
     assert metrics["probes"]["chance"]["balanced_accuracy"] == pytest.approx(1 / len(speakers))
 
+    hull = read_columns(base / "hull.parquet", schemas.HULL_SCHEMA)
+    assert len(hull["block"]) == n_layer * n_head * settings["sequences"]
+    convex = metrics["convex_hull"]
+    assert convex["identity_max_error"] < 1e-4  # the head's output is the attention-weighted mean of its values
+    assert sum(convex["verdicts"]["shuffled"].values()) == convex["n_heads"] == n_layer * n_head
+    first = (hull["block"] == 0) & (hull["head"] == 0)
+    assert convex["heads"][0]["real_potential"] == pytest.approx(hull["real_potential"][first].mean(), abs=1e-6)
+
     import matplotlib.image as mpimg
 
-    for name in ("attention_diagonals", "attention_absorption", "lens_curves", "next_token_cosine", "probe_accuracy"):
+    for name in ("attention_diagonals", "attention_absorption", "attention_hull", "lens_curves", "next_token_cosine", "probe_accuracy"):
         image = mpimg.imread(finished_run / f"figures/{name}.png")
         assert image.shape[0] > 300 and image.shape[1] > 500
 

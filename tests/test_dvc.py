@@ -159,14 +159,15 @@ FIGURES = {
     # superposition family
     "superposition_polygons", "superposition_phase_change", "superposition_loss_crossing",
     "superposition_dimensionality", "superposition_fraction_histogram", "superposition_dimensionality_training",
-    "superposition_phase_diagram",
+    "superposition_phase_diagram", "superposition_correlated",
     # supporting analyses
-    "ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion",
+    "ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion", "attention_vs_ffwd",
     # training-dynamics family
     "dynamics_energy_kl", "dynamics_icl_score", "dynamics_loss_by_position", "dynamics_head_scores",
     "dynamics_energy_depth",
     # attention dynamics
-    "attention_diagonals", "attention_absorption", "lens_curves", "next_token_cosine", "probe_accuracy"}
+    "attention_diagonals", "attention_absorption", "attention_hull", "lens_curves", "next_token_cosine",
+    "probe_accuracy"}
 
 
 def test_figures_regenerate_without_heavy_jobs(user_clone):

@@ -38,7 +38,7 @@ E = math.e
 def measure_settings(val_windows=10, train_windows=4, repeat_length=4, sequences=3, exclude=1, seed=0):
     """Probes of 16-token windows, repeats of 4 x 4 tokens; ICL at positions 2 and 15."""
     return MeasureSettings(val_windows=val_windows, train_windows=train_windows, energy_windows=10,
-                           icl_positions=[2, 15],
+                           icl_positions=[2, 15], icl_bands=[[1, 3], [10, 14]],
                            repeat={"length": repeat_length, "copies": 4, "sequences": sequences, "exclude": exclude},
                            unigram_direction={"restarts": 2, "steps": 20}, seed=seed)
 
@@ -204,6 +204,10 @@ def test_a_model_predicting_the_unigram_has_zero_kl_to_it():
     # a unigram model predicts no better late than early: its per-position loss is the targets' surprisal
     assert row["icl_score"] == pytest.approx(float(-np.log(probes.unigram[targets[:, 15]]).mean()
                                                   + np.log(probes.unigram[targets[:, 2]]).mean()), abs=1e-5)
+    surprisal = -np.log(probes.unigram[targets])  # the band score: late band 10-14 minus early band 1-3
+    assert row["icl_band"] == pytest.approx(float((surprisal[:, 10:15].mean(1) - surprisal[:, 1:4].mean(1)).mean()),
+                                            abs=1e-5)
+    assert 0 < row["icl_band_se"] < row["icl_score_se"] * 1.5
     assert set(heads) == {"prefix_matching", "copying_eigen", "copying_logit", "previous_token", "duplicate_token"}
     assert all(v.shape == (2, 2) for v in heads.values())
     assert row["ie"].shape == row["ie_prefix"].shape == (4,) and row["loss_by_position"].shape == (16,)
@@ -339,10 +343,11 @@ def test_the_composition_over_training_figure_shades_each_seeds_window():
     from tinylens.circuits.plots import make_composition_over_training
     from tinylens.dynamics.summary import phase_change_windows
 
-    summary = {"seeds": {"7": {"window": {"start": 20.5, "peak": 40, "end": 80.0}},
-                         "9": {"window": {"start": 100.0, "peak": 150, "end": 200.0}}}}
+    summary = {"seeds": {"7": {"window": {"start": 20.5, "peak": 40, "end": 80.0}, "phase_change_detected": True},
+                         "9": {"window": {"start": 100.0, "peak": 150, "end": 200.0}, "phase_change_detected": True},
+                         "11": {"window": {"start": 1.0, "peak": 2, "end": 3.0}, "phase_change_detected": False}}}
     windows = phase_change_windows(summary)
-    assert windows == {7: (20.5, 80.0), 9: (100.0, 200.0)}
+    assert windows == {7: (20.5, 80.0), 9: (100.0, 200.0)}  # none for the seed without a phase change
     steps = [0, 10, 50, 100, 300]
     over = {seed: pl.DataFrame([
         {"seed": seed, "step": s, "layernorm": "ignored", "basis": basis, "kind": "K", "layer_a": 0, "head_a": 0,
@@ -355,5 +360,8 @@ def test_the_composition_over_training_figure_shades_each_seeds_window():
         assert len(spans) == 1, ax.get_title()
         x = spans[0].get_x()
         assert (x, x + spans[0].get_width()) == pytest.approx(windows[seed])
+    fig = make_composition_over_training({7: over[7]}, 7, 1, windows={})
+    for ax in fig.axes:
+        assert not ax.patches[1:] and "no phase change detected (training dynamics)" in ax.get_legend_handles_labels()[1]
     with pytest.raises(ValueError, match="metrics/dynamics.json"):
         phase_change_windows({"seeds": {"7": {"peak": 3}}})

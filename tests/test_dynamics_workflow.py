@@ -29,6 +29,10 @@ def test_icl_positions_and_repeats_must_fit_the_context(config, repo):
     with pytest.raises(ConfigError, match=r"presets\.test\.dynamics\.measure\.icl_positions.*context length \(model\.block_size = 32\)"):
         validate_config(bad, schema)
     bad = copy.deepcopy(config)
+    bad["presets"]["test"]["dynamics"]["measure"]["icl_bands"] = [[2, 5], [20, 32]]
+    with pytest.raises(ConfigError, match=r"presets\.test\.dynamics\.measure\.icl_bands.*context length \(model\.block_size = 32\)"):
+        validate_config(bad, schema)
+    bad = copy.deepcopy(config)
     bad["presets"]["small"]["dynamics"]["measure"]["repeat"]["length"] = 17
     with pytest.raises(ConfigError, match=r"presets\.small\.dynamics\.measure\.repeat.*exceed the context length \(64\)"):
         validate_config(bad, schema)
@@ -87,7 +91,7 @@ def test_metrics_json_names_the_window_the_best_head_and_the_phases(finished_run
         c = curves[int(seed)]
         final = c.heads["prefix_matching"][-1]
         assert best["prefix_matching"] == pytest.approx(final.max())
-        assert final[best["block"] - 1, best["head"]] == final.max()  # blocks 1-based, heads 0-based
+        assert final[best["block"], best["head"]] == final.max()  # blocks and heads 0-based
         assert set(s["ie_kl"]) >= {"phase_1", "phase_2", "phase_3", "ie_critical_points", "kl_critical_points"}
         assert s["phase_change_detected"] == (s["induction_head_formed"] and s["icl_significant"])
         assert s["unigram_direction_first_step"] in c.steps.tolist() + [None]

@@ -128,14 +128,15 @@ def test_criterion_draws_the_rates_the_chance_levels_and_the_paper():
 
     rows = [{"block": b, "end_of_model_abs": 40.0 + b, "end_of_model_signed": 30.0 + b,
              "paper_end_of_model": 50.0 + b, "end_of_model_chance_exact": 2.0, "end_of_model_permutation_null_abs": 2.5,
-             "end_of_model_permutation_null_abs_std": 1.0} for b in (1, 2)]
+             "end_of_model_permutation_null_abs_std": 1.0} for b in (0, 1)]
     rows[1].update(same_stage_abs=60.0, same_stage_signed=55.0, paper_same_stage=None)
     (ax,) = make_criterion({"comparison": {"corpus": rows}, "paper": {"chance_percent": [16.0, 21.0]}}).axes
     assert ax.get_title() == "corpus prompts (the paper's mode)"
     assert legend(ax) == ["end of model, |cos|", "end of model, signed cos", "paper, end of model",
                           "same stage, |cos|", "same stage, signed cos", "chance, C(k,n)/C(V,n)",
                           "paper's chance (KDE draws)", "permutation null (mean ± std)"]
-    np.testing.assert_allclose(line(ax, "end of model, |cos|").get_ydata(), [41.0, 42.0])
+    np.testing.assert_allclose(line(ax, "end of model, |cos|").get_ydata(), [40.0, 41.0])
+    np.testing.assert_allclose(line(ax, "end of model, |cos|").get_xdata(), [1, 2])  # blocks from 1 in figures
     np.testing.assert_allclose(line(ax, "same stage, |cos|").get_xdata(), [2])
     assert ax.get_ylim() == (0, 100)
 
@@ -192,9 +193,12 @@ def test_loss_crossing_curves_per_start_and_the_crossing():
 
     models, _ = nonuniform()
     top, bottom = make_loss_crossing(models, crossing=0.5, fixed_sparsity=0.95).axes
-    np.testing.assert_allclose(line(top, "started as pentagon").get_ydata(), [0.3, 0.2])
-    np.testing.assert_allclose(line(top, "started as two digons").get_ydata(), [0.25, 0.25])
-    assert "two digons start left its geometry" in legend(top) and "random starts" in legend(top)
+    np.testing.assert_allclose(line(top, "pentagon (start kept)").get_ydata(), [0.3, 0.2])
+    # the two-digon start escaped at the higher density: its curve stops where the geometry was lost
+    np.testing.assert_allclose(line(top, "two digons (start kept)").get_ydata(), [0.25, np.nan])
+    np.testing.assert_allclose(line(top, "two digons start left its geometry (not on the curve)").get_xydata(),
+                               [[1.0, 0.25]])
+    assert "random starts" in legend(top)
     np.testing.assert_allclose(bottom.get_lines()[0].get_ydata(), [(0.3 - 0.25) / 0.25])  # where both kept theirs
     assert [x.get_xdata()[0] for x in top.get_lines() if x.get_linestyle() == "--"] == [0.5]
     assert top.get_title() == "Features 0-3 at sparsity 0.95; feature 4's density varied"
@@ -233,10 +237,12 @@ def test_dimensionality_training_one_line_per_represented_feature_and_the_jumps(
     training = {"sparsity": np.full(9, 0.6), "step": np.repeat(steps, 3), "feature": np.tile([0, 1, 2], 3),
                 "dimensionality": np.array([1, 0, 0.5, 0.5, 0, 0.5, 0.5, 0, 0.4]),
                 "norm": np.array([1, 0, 1, 1, 0, 1, 1, 0, 1.0])}
-    jumps = {"sparsity": np.array([0.6]), "feature": np.array([0]), "step": np.array([10])}
+    jumps = {"sparsity": np.array([0.6, 0.6]), "feature": np.array([0, 2]), "step": np.array([10, 100]),
+             "exceeds_noise": np.array([True, False])}
     (ax,) = make_dimensionality_training(training, jumps, 0.6, [Fraction(1, 2)], threshold=0.5).axes
     assert len([x for x in ax.get_lines() if len(x.get_xdata()) == 3]) == 2  # features 0 and 2
-    np.testing.assert_allclose(line(ax, "1 jumps found (from one fraction to another)").get_xydata(), [[10, 0.5]])
+    np.testing.assert_allclose(line(ax, "1 jumps (levels >= margin x noise apart)").get_xydata(), [[10, 0.5]])
+    np.testing.assert_allclose(line(ax, "1 moves within the curve's noise (not jumps)").get_xydata(), [[100, 0.4]])
     assert ax.get_title() == "Feature dimensionality over training (S = 0.6; 2 features represented at the end)"
 
 
@@ -269,7 +275,8 @@ def dynamics_curves(offset=0.0, steps=(0, 1, 10, 100)):
     metrics = {"ie": np.linspace(1.5, 2.5, n)[:, None] + np.zeros(depths) + offset,
                "ie_prefix": np.full((n, depths), 2.0), "kl_model_unigram": np.linspace(1.0, 0.2, n) + offset,
                "kl_unigram_model": np.linspace(0.8, 0.3, n), "unigram_direction_kl": np.linspace(1.0, 0.01, n),
-               "icl_score": np.linspace(0.0, -0.4, n) + offset, "icl_score_se": np.full(n, 0.02),
+               "icl_band": np.linspace(0.0, -0.4, n) + offset, "icl_band_se": np.full(n, 0.02),
+               "icl_score": np.linspace(0.1, -0.6, n) + offset, "icl_score_se": np.full(n, 0.08),
                "val_loss": np.linspace(4.0, 2.0, n) + offset, "loss_by_position": np.linspace(4, 2, n)[:, None] - np.log(np.arange(1, 9))[None] * 0.1}
     heads = {name: np.tile(np.linspace(0, 0.5, n)[:, None, None], (1, 6, 2)) for name in
              ("prefix_matching", "copying_eigen", "copying_logit")}
@@ -281,7 +288,7 @@ def dynamics_summary(detected=True):
     return {"window": {"start": 2.0, "end": 20.0, "peak": 10}, "phase_change_detected": detected,
             "ie_kl": {"ie_critical_points": [{"step": 10, "kind": "max", "value": 2.2}],
                       "kl_critical_points": [{"step": 1, "kind": "min", "value": 0.5}], "unigram_step": 1},
-            "loss_bump": {"nonconvex": detected}, "best_head": {"block": 6, "head": 1}}
+            "loss_bump": {"nonconvex": detected}, "best_head": {"block": 5, "head": 1}}
 
 
 def test_energy_kl_means_over_seeds_with_each_window_shaded():
@@ -293,8 +300,10 @@ def test_energy_kl_means_over_seeds_with_each_window_shaded():
     np.testing.assert_allclose(line(ie, "IE of the token states after ln_f (mean, min-max of seeds)").get_ydata(),
                                np.linspace(1.5, 2.5, 4) + 0.1)
     assert legend(kl)[:2] == ["KL(model || unigram)", "KL(unigram || model)"]
-    assert "phase-change window, per seed (a phase change detected in 1 of 2)" in legend(ie)
-    assert len(ie.patches) == 2  # one window per seed
+    assert "phase-change window, per seed where detected (1 of 2)" in legend(ie)
+    assert len(ie.patches) == 1  # only the seed where a phase change was detected
+    none = make_energy_kl(curves, {"1": dynamics_summary(False), "2": dynamics_summary(False)}, n_layer=6).axes[0]
+    assert "no phase change detected (0 of 2 seeds): no window drawn" in legend(none) and not none.patches
     markers = [x for x in ie.get_lines() if x.get_marker() == "^"]
     assert [x.get_xdata()[0] for x in markers] == [10, 10]  # each seed's IE maximum
     assert direction.get_yscale() == "log" and direction.get_xlabel().startswith("training step")
@@ -304,11 +313,15 @@ def test_icl_score_per_seed_with_its_final_value():
     from tinylens.dynamics.plots import make_icl_score
 
     curves = {"1": dynamics_curves(0.0), "2": dynamics_curves(0.1, steps=(0, 1, 10, 100, 120))}
-    icl, loss = make_icl_score(curves, {"1": dynamics_summary(), "2": dynamics_summary(False)}, (3, 31), "1").axes
+    icl, loss = make_icl_score(curves, {"1": dynamics_summary(), "2": dynamics_summary(False)}, (3, 31),
+                               ((2, 5), (20, 30)), "1").axes
     assert legend(icl)[:2] == ["seed 1: final (step 100) -0.400 +- 0.020", "seed 2: final (step 120) -0.300 +- 0.020"]
     assert legend(loss)[:2] == ["seed 1; loss non-convex in the window", "seed 2"]
     assert line(icl, legend(icl)[0]).get_linewidth() == 2  # the original stands out
-    assert icl.get_ylabel() == "ICL score (nats): loss at token 32\nminus loss at token 4"
+    assert icl.get_ylabel() == ("ICL score (nats): mean loss at tokens 21-31\nminus at tokens 3-6\n"
+                                "(dashed: token 32 minus token 4)")
+    dashed = [x for x in icl.get_lines() if x.get_linestyle() == "--"]
+    np.testing.assert_allclose(dashed[0].get_ydata(), np.linspace(0.1, -0.6, 4))  # the single-position score
 
 
 def test_loss_by_position_maps_and_the_window_rows():
@@ -321,6 +334,8 @@ def test_loss_by_position_maps_and_the_window_rows():
     assert [t.get_text() for t in loss_ax.get_yticklabels()] == ["0", "1", "10", "100"]
     assert loss_ax.get_title() == "seed 1: loss per position" and "0.1 decades" in derivative_ax.get_title()
     assert legend(derivative_ax) == ["phase-change window"]
+    undetected = make_loss_by_position(curves, dynamics_summary(False), "1", 0.1).axes[1]
+    assert not undetected.patches and "phase-change window" not in legend(undetected)  # none where none detected
 
 
 def test_head_scores_every_head_and_the_best_in_black():
@@ -348,6 +363,8 @@ def test_energy_depth_final_models_and_the_originals_checkpoints():
                           "seed 1, step 0 (initialisation)", "seed 1, step 1 (KL minimum: the unigram phase)",
                           "seed 1, step 1 (window start)", "seed 1, step 10 (window end)"]
     np.testing.assert_allclose(line(ax, "seed 2, final (step 100)").get_ydata(), np.full(8, 2.7))
+    (ax,) = make_energy_depth(curves, {"1": dynamics_summary(False), "2": dynamics_summary()}, 6, "1").axes
+    assert not any("window" in label for label in legend(ax))  # the original seed has no window to mark
 
 
 # --- composition (circuits) ---------------------------------------------------------------------------
@@ -422,3 +439,58 @@ def test_composition_across_seeds_original_first_and_its_agreement():
     assert [ax.get_title() for ax in grids[:2]] == ["seed 3: Q, residual\noriginal",
                                                     "seed 5: Q, residual\ntau 0.50, shared 1"]
     np.testing.assert_allclose(grids[2].images[0].get_array()[0, 1], 0.4)  # K: the largest excess over heads
+
+
+def test_correlated_columns_per_setting_and_seed_and_the_pair_cosines_by_type():
+    from tinylens.superposition.plots import make_correlated
+
+    models = {"setting": np.array(["c", "c", "a", "a"], object), "kind": np.array(["correlated"] * 2 + ["anticorrelated"] * 2, object),
+              "sparsity": np.array([0.9, 0.9, 0.3, 0.3]), "seed": np.array([0, 1, 0, 1])}
+    w = np.array([[1, 0], [0, 1], [-1, 0], [0, -1]], dtype=float)
+    features = {"setting": np.repeat(models["setting"], 4), "seed": np.repeat(models["seed"], 4),
+                "feature": np.tile(np.arange(4), 4), "group": np.tile([0, 0, 1, 1], 4), "w": np.concatenate([w] * 4)}
+    pairs = {"setting": np.array(["c", "c", "a"], object), "pair_type": np.array(
+                 ["same correlated group", "different groups", "same anticorrelated group"], object),
+             "cos": np.array([0.0, -1.0, -1.0])}
+    fig = make_correlated(models, features, pairs)
+    assert len(fig.axes) == 6  # two settings x (two seeds + the cosine panel)
+    assert fig.axes[0].get_ylabel() == "c\ncorrelated, S = 0.9" and fig.axes[0].get_title() == "seed 0"
+    arrows = [x for x in fig.axes[0].get_lines() if len(x.get_xdata()) == 2]
+    assert [a.get_color() for a in arrows] == ["C0", "C0", "C3", "C3"]  # one colour per group
+    np.testing.assert_allclose(arrows[2].get_xydata(), [[0, 0], [-1, 0]])
+    np.testing.assert_allclose(line(fig.axes[2], "same correlated group").get_xdata(), [0.0])
+    np.testing.assert_allclose(line(fig.axes[2], "different groups").get_xdata(), [-1.0])
+    np.testing.assert_allclose(line(fig.axes[5], "same anticorrelated group").get_xdata(), [-1.0])
+
+
+def test_attention_vs_ffwd_draws_a_box_per_block_and_mode():
+    from tinylens.supporting.plots import make_attention_vs_ffwd
+
+    block = np.repeat(np.arange(3), 4).astype(np.int8)
+    ratio = np.tile([1.5, 2.0, 3.0, np.inf], 3)
+    tables = {mode: {"block": block, "norm_ratio": ratio * (1 + d), "cos_ffwd_sa": np.full(12, -0.2 + d),
+                     "cos_ffwd_out": np.full(12, 0.8), "cos_sa_out": np.full(12, 0.1)}
+              for mode, d in (("corpus", 0.0), ("heldout", 0.5))}
+    fig = make_attention_vs_ffwd(tables)
+    assert [ax.get_title() for ax in fig.axes] == ["|ffwd_b| / |sa_b|", "cos(ffwd_b, sa_b)",
+                                                    "cos(ffwd_b, block output)", "cos(sa_b, block output)"]
+    ratio_ax = fig.axes[0]
+    assert ratio_ax.get_yscale() == "log"
+    assert len(ratio_ax.patches) == 3 * 2  # a box per block and mode
+    medians = [line.get_ydata()[0] for line in ratio_ax.lines if line.get_linewidth() == 2]
+    assert medians == [2.0] * 3 + [3.0] * 3  # the finite ratios' medians, corpus then held-out
+    assert legend(ratio_ax) == ["corpus prompts (the paper's mode)", "held-out prompts (validation text)"]
+
+
+def test_attention_hull_draws_each_weighting_per_head():
+    from tinylens.attention.plots import make_attention_hull
+
+    block = np.repeat([0, 0, 1, 1], 3).astype(np.int8)
+    head = np.tile(np.repeat([0, 1], 3), 2).astype(np.int8)
+    cols = {"block": block, "head": head, "real_potential": np.tile([0.1, 0.2, 0.3], 4),
+            "shuffled_potential": np.full(12, 0.9), "uniform_potential": np.full(12, 1.0)}
+    ax = make_attention_hull(cols).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1.1", "1.2", "2.1", "2.2"]
+    assert legend(ax) == ["the head's attention", "rows shuffled over visible positions", "uniform over visible positions"]
+    real = ax.containers[0]  # errorbar containers in drawing order
+    np.testing.assert_allclose(np.asarray(real.lines[0].get_ydata(), dtype=float), [0.2] * 4)

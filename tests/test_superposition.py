@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tinylens.superposition.dynamics import find_jumps, running_median
+from tinylens.superposition.dynamics import find_jumps, plateau_noise, running_median
 from tinylens.superposition.experiments import log_grid, preset_problems
 from tinylens.superposition.geometry import (
     dimensions_per_feature,
@@ -290,6 +290,26 @@ def test_jumps_are_found_where_a_feature_moves_between_plateaus():
     assert [(j.from_fraction, j.to_fraction) for j in slow] == [(Fraction(1, 2), Fraction(2, 5))]
 
 
+def test_a_jump_must_exceed_the_curves_own_noise():
+    """Hand-built curves: a noise-level hop between 3/8 and 2/5 is a move but no jump; a clear 1/2 -> 2/5 is one."""
+    fr = parse_fractions(["1", "3/4", "2/3", "1/2", "2/5", "3/8", "1/3", "0"])
+    steps = np.arange(0, 2000, 10)
+    wiggle = _staircase([3 / 8, 2 / 5, 3 / 8, 2 / 5], [50, 50, 50, 50], noise=0.008, seed=3)  # 0.025 apart, ~3 sigma
+    clear = _staircase([0.5, 0.4], [100, 100], noise=0.008, seed=4)  # 0.1 apart, ~12 sigma
+    d = np.stack([wiggle, clear], 1)
+    args = dict(tol=0.02, min_dwell=5, smooth=5, max_transition=30)
+    moves = find_jumps(steps, d, fr, margin=10, keep_small=True, **args)
+    assert {j.feature for j in moves if not j.exceeds_noise} == {0} and len(moves) == 4  # three hops and the jump
+    jumps = find_jumps(steps, d, fr, margin=10, **args)
+    assert [(j.feature, j.step, j.from_fraction, j.to_fraction) for j in jumps] == [
+        (1, 1000, Fraction(1, 2), Fraction(2, 5))]
+    assert jumps[0].noise == pytest.approx(0.008, rel=0.2)  # the curve's noise, recovered from its plateaus
+    assert jumps[0].size_over_noise == pytest.approx(0.1 / jumps[0].noise)
+    assert len(find_jumps(steps, d, fr, margin=0, **args)) == 4  # without the margin the hops count as jumps
+    assert plateau_noise(np.array([0.5, 0.52, 0.48, 0.4]), np.array([0.5, 0.4]),
+                         [(0, 2, 0), (3, 3, 1)]) == pytest.approx(1.4826 * 0.01)  # median |dev| of 0, .02, .02, 0
+
+
 def test_smoothing_keeps_noise_from_reading_as_jumps():
     fr = parse_fractions(["1/2", "2/5", "3/8", "1/3"])
     steps = np.arange(200)
@@ -345,3 +365,85 @@ def test_preset_problems_name_the_key(config):
     assert log_grid({"min": 0.1, "max": 10, "count": 3}) == pytest.approx([0.1, 1, 10])
     with pytest.raises(ValueError, match="min < max"):
         log_grid({"min": 1, "max": 1, "count": 3})
+
+
+# --- correlated and anti-correlated feature groups ---------------------------------------------------------
+
+
+def _groups_stack(seeds=1):
+    from tinylens.superposition.correlated import layout, settings_from_config
+
+    sets = settings_from_config({"corr": {"groups": 2, "size": 2, "kind": "correlated", "sparsity": 0.5},
+                                 "anti": {"groups": 1, "size": 3, "kind": "anticorrelated", "sparsity": 0.2},
+                                 "indep": {"groups": 2, "size": 1, "kind": "independent", "sparsity": 0.7}})
+    return sets, layout(sets, seeds)
+
+
+def test_grouped_features_are_on_together_or_one_at_a_time():
+    from tinylens.superposition.correlated import sample_grouped
+
+    sets, lay = _groups_stack()
+    assert lay.group_of.shape == (3, 4)  # padded to the largest setting's 4 features
+    x = sample_grouped(lay, 40000, torch.Generator().manual_seed(0))
+    on = x > 0
+    corr, anti, indep = on[0], on[1], on[2]
+    assert torch.equal(corr[:, 0], corr[:, 1]) and torch.equal(corr[:, 2], corr[:, 3])  # a group on together
+    assert corr[:, 0].float().mean() == pytest.approx(0.5, abs=0.01)
+    assert (corr[:, 0] & corr[:, 2]).float().mean() == pytest.approx(0.25, abs=0.01)  # groups independent
+    assert int(anti[:, :3].sum(1).max()) == 1  # never two of an anti-correlated group at once
+    assert anti[:, :3].any(1).float().mean() == pytest.approx(0.8, abs=0.01)
+    assert anti[:, :3].float().mean(0).tolist() == pytest.approx([0.8 / 3] * 3, abs=0.01)
+    assert indep[:, :2].float().mean(0).tolist() == pytest.approx([0.3, 0.3], abs=0.01)
+    assert (indep[:, 0] & indep[:, 1]).float().mean() == pytest.approx(0.09, abs=0.01)
+    assert not on[1, :, 3].any() and not on[2, :, 2:].any()  # padding features are never on
+    assert x[0, :, 0][corr[:, 0]].mean() == pytest.approx(0.5, abs=0.01)  # values uniform on [0, 1]
+
+
+def test_pair_types_relations_and_principal_share_on_hand_built_columns():
+    from tinylens.superposition.correlated import Setting, pair_cosines, pair_type, principal_share, relation
+
+    s = Setting("x", 2, 2, "correlated", 0.9)
+    assert [pair_type(s, 0, 1), pair_type(s, 0, 2)] == ["same correlated group", "different groups"]
+    assert pair_type(Setting("y", 2, 2, "anticorrelated", 0.3), 2, 3) == "same anticorrelated group"
+    W = np.array([[1.0, 0.0, -1.0, 0.7], [0.0, 2.0, 0.0, 0.7]])  # [hidden features]
+    cos = pair_cosines(W)
+    assert cos[0, 1] == pytest.approx(0) and cos[0, 2] == pytest.approx(-1) and cos[0, 3] == pytest.approx(0.5 ** 0.5)
+    assert relation([cos[0, 1], cos[0, 2], cos[0, 3], 0.95]).tolist() == ["orthogonal", "antipodal", "other", "aligned"]
+    assert principal_share(np.array([[1.0, 0.0], [0.0, 1.0]])) == pytest.approx(0.5)  # orthogonal: no collapse
+    assert principal_share(np.array([[1.0, 2.0], [1.0, 2.0]])) == pytest.approx(1.0)  # one direction: collapsed
+
+
+def test_a_sampler_replaces_independent_features_without_changing_training():
+    imp, dens = torch.ones(3, 4), torch.full((3, 4), 0.3)
+    settings = TrainSettings(steps=30, batch_size=16, lr=1e-2)
+    a = train(imp, dens, 2, settings, seed=5)
+    b = train(imp, None, 2, settings, seed=5, sampler=lambda n, g: sample_features(dens, n, g))
+    assert torch.equal(a.W, b.W) and torch.equal(a.b, b.b)
+
+
+def test_correlated_claims_and_collapse_are_tested_against_their_controls():
+    from tinylens.superposition.summary import summarize_correlated
+
+    def pairs_of(setting, within_type, within_rel, within_n, diff_rel, diff_n):
+        rel = within_rel + diff_rel
+        return {"setting": [setting] * (within_n + diff_n),
+                "pair_type": [within_type] * within_n + ["different groups"] * diff_n,
+                "relation": rel, "cos": [{"orthogonal": 0.0, "antipodal": -1.0, "aligned": 1.0}[r] for r in rel]}
+
+    parts = [pairs_of("c", "same correlated group", ["orthogonal"] * 16, 16, ["antipodal"] * 16 + ["orthogonal"] * 16, 32),
+             pairs_of("a", "same anticorrelated group", ["antipodal"] * 10 + ["orthogonal"] * 6, 16,
+                      ["antipodal"] * 18 + ["orthogonal"] * 14, 32),
+             pairs_of("d", "same correlated group", ["aligned"] * 15 + ["orthogonal"], 16, ["orthogonal"] * 32, 32)]
+    pairs = {k: sum((p[k] for p in parts), []) for k in parts[0]}
+    models = {"setting": ["c", "a", "d"], "kind": ["correlated", "anticorrelated", "correlated"],
+              "sparsity": [0.9, 0.3, 0.5], "seed": [0, 0, 0]}
+    groups = {"setting": ["c", "c", "d", "d"], "principal_share": [0.5, 0.5, 1.0, 0.98]}
+    out = summarize_correlated(models, pairs, groups)
+    c, a = out["settings"]["c"], out["settings"]["a"]
+    assert c["claim"]["holds"] and c["claim"]["within_group"]["share"] == 1.0  # 16/16 orthogonal against 16/32
+    assert c["claim"]["fisher_p"] < 0.001
+    assert not a["claim"]["holds"]  # 10/16 antipodal within groups against 18/32: a majority, not above its control
+    assert "claim" not in out["settings"]["d"]  # the dense correlated setting is the collapse test, not the claim
+    (dense,) = out["collapse"]["denser"]
+    assert dense["setting"] == "d" and dense["collapsed"] and dense["aligned_within_group"]["count"] == 15
+    assert out["settings"]["d"]["principal_share"]["mean"] == pytest.approx(0.99)

@@ -19,7 +19,7 @@ from tinylens.tables import read_columns
 pytestmark = pytest.mark.workflow
 
 FIGURES = ["polygons", "phase_change", "loss_crossing", "dimensionality", "fraction_histogram",
-           "dimensionality_training", "phase_diagram"]
+           "dimensionality_training", "phase_diagram", "correlated"]
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +48,29 @@ def test_every_table_has_one_row_per_model_or_feature(tables, spec):
     assert len(tables["phase_cells"]["density"]) == cells
     assert len(tables["phase_models"]["seed"]) == cells * p["seeds"]
     assert np.allclose(np.unique(tables["phase_cells"]["importance"]), log_grid(p["importance"]))
+    c = spec["correlated"]
+    assert len(tables["correlated_models"]["seed"]) == len(c["settings"]) * c["seeds"]
+    n_features = sum(s["groups"] * s["size"] for s in c["settings"].values())
+    assert len(tables["correlated_features"]["seed"]) == n_features * c["seeds"]
+
+
+def test_correlated_pairs_are_those_of_the_stored_columns(tables, spec, config):
+    """Every pair of represented features, its cosine, type and relation, recomputed from the stored columns."""
+    from tinylens.superposition.correlated import pair_cosines, pair_type, relation, settings_from_config
+
+    f, pairs = tables["correlated_features"], tables["correlated_pairs"]
+    threshold = config["superposition"]["represented_norm"]
+    expected = []
+    for s in settings_from_config(spec["correlated"]["settings"]):
+        for seed in range(spec["correlated"]["seeds"]):
+            sel = (np.asarray(f["setting"], dtype=object) == s.name) & (f["seed"] == seed)
+            w = f["w"][sel][np.argsort(f["feature"][sel])].T  # [2 features]
+            cos = pair_cosines(w)
+            rep = np.flatnonzero(np.linalg.norm(w, axis=0) > threshold)
+            expected += [(s.name, seed, i, j, pair_type(s, i, j), str(relation(cos[i, j])))
+                         for a, i in enumerate(rep) for j in rep[a + 1:]]
+    assert expected == list(zip(pairs["setting"], pairs["seed"], pairs["i"], pairs["j"], pairs["pair_type"],
+                                pairs["relation"]))
 
 
 def test_stored_geometry_is_what_the_stored_weights_give(tables, spec, config):
@@ -73,11 +96,13 @@ def test_jumps_are_those_of_the_stored_trajectories(tables, spec, config):
         steps = np.unique(tr["step"][sel])
         D = tr["dimensionality"][sel].reshape(len(steps), -1)
         j = defs["jumps"]
-        again = find_jumps(steps, D, levels, j["tolerance"], j["min_dwell"], j["smooth"], j["max_transition"])
+        again = find_jumps(steps, D, levels, j["tolerance"], j["min_dwell"], j["smooth"], j["max_transition"],
+                           margin=j["margin"], keep_small=True)
         stored = np.isclose(jumps["sparsity"], s)
-        assert [(j.feature, j.step, str(j.from_fraction), str(j.to_fraction)) for j in again] == list(
+        assert [(j.feature, j.step, str(j.from_fraction), str(j.to_fraction), j.exceeds_noise) for j in again] == list(
             zip(jumps["feature"][stored], jumps["step"][stored], jumps["from_fraction"][stored],
-                jumps["to_fraction"][stored]))
+                jumps["to_fraction"][stored], jumps["exceeds_noise"][stored]))
+    assert np.array_equal(jumps["exceeds_noise"], jumps["size_over_noise"] >= config["superposition"]["jumps"]["margin"])
     assert all(a != b for a, b in zip(jumps["from_fraction"], jumps["to_fraction"]))
     assert np.all((jumps["left_step"] < jumps["step"]) & (jumps["step"] <= jumps["arrive_step"]))
 
@@ -87,7 +112,7 @@ def test_metrics_are_the_summary_of_the_tables(finished_run, tables, spec, confi
     again = summarize_tables(tables, SummarySettings(**summary_settings(spec, config["superposition"])))
     assert metrics["preset"] == "test"
     assert json.loads(json.dumps(again)) == {k: v for k, v in metrics.items() if k != "preset"}
-    assert set(metrics) >= {"headline", "uniform", "phase_change", "dimensionality", "phase_diagram"}
+    assert set(metrics) >= {"headline", "uniform", "phase_change", "dimensionality", "phase_diagram", "correlated"}
     assert all("source" in metrics[k] for k in ("uniform", "phase_change", "dimensionality", "phase_diagram"))
     assert 0 <= metrics["headline"]["phase_agreement_best_seed"] <= 1
 

@@ -164,3 +164,34 @@ def test_criterion_by_block_on_a_hand_built_case():
     assert list(blocks) == ["0", "1"] and list(blocks["0"]) == ["end_of_model"]
     assert blocks["1"]["same_stage"]["stage"] == 2 and blocks["0"]["end_of_model"]["used"] == 1
     assert blocks["0"]["end_of_model"]["rate_abs"] == 100.0
+
+
+def test_prompts_whose_top_tokens_did_not_converge_are_left_out_and_counted():
+    alone = np.array([[[0, 7, 3, 0]], [[9, 1, 0, 0]], [[0, 0, 0, 0]]], dtype=np.uint32)  # 3 prompts, 1 block
+    directions = {1: np.eye(4)}
+    ffwd = [np.array([[0.1, 1.0, 0.9, 0.0], [1.0, 0.9, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])]
+    settings = CriterionSettings(truncate_mass=0.99, top_mass=0.9, permutations=5, seed=0)
+    # token "c" did not converge: prompt 0 (top "bc") is left out; prompt 1 (top "ab") stays; prompt 2 is empty
+    rows, blocks = criterion_by_block(alone, ffwd, directions, np.array([0, 1, 2], dtype=np.int32), "abcd", k=2,
+                                      settings=settings, converged={1: np.array([True, True, False, True])})
+    assert rows["unconverged"][:3] == [True, False, False]  # end_of_model; same_stage (also stage 1) repeats it
+    entry = blocks["0"]["end_of_model"]
+    assert (entry["used"], entry["empty"], entry["excluded_unconverged"]) == (1, 1, 1)
+    _, every = criterion_by_block(alone, ffwd, directions, np.array([0, 1, 2], dtype=np.int32), "abcd", k=2,
+                                  settings=settings)
+    assert every["0"]["end_of_model"]["used"] == 2 and every["0"]["end_of_model"]["excluded_unconverged"] == 0
+
+
+def test_aligned_subspaces_list_the_tokens_by_absolute_cosine():
+    from tinylens.supporting.criterion import aligned_for_prompts
+
+    directions = np.eye(4)
+    ffwd = [np.array([[0.1, -1.0, 0.5, 0.0], [1.0, 0.0, 0.0, 0.0]]), np.array([[0.0, 0.0, 0.2, 0.9]] * 2)]
+    got = aligned_for_prompts([8, 33], np.array([33, 8]), ["first", "second"], ffwd, directions, "abcd", top=2,
+                              converged=np.array([True, False, True, True]))
+    assert list(got) == ["8", "33"] and got["33"]["string"] == "first"
+    block1 = got["33"]["blocks"][0]
+    assert [e["token"] for e in block1] == ["b", "c"] and block1[0]["cosine"] == pytest.approx(-1 / np.sqrt(1.26))
+    assert [e["converged"] for e in block1] == [False, True] and [e["rank"] for e in block1] == [1, 2]
+    assert [e["token"] for e in got["33"]["blocks"][1]] == ["d", "c"]
+    assert aligned_for_prompts([99], np.array([1]), ["x"], ffwd, directions, "abcd", top=2) == {}

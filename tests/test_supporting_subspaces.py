@@ -49,6 +49,20 @@ def test_a_token_out_of_budget_is_reported_as_not_reached(model):
     assert (learned.joint_nll > 1e-4).all()
 
 
+def test_a_token_whose_loss_stops_falling_stops_on_the_plateau_rule(model):
+    """lr 0 never moves the vectors: the joint NLL is flat, so every token stops at the first step the
+    window allows, converged though short of the target; with the rule off they run the whole budget."""
+    kwargs = dict(samples=3, lr=0.0, weight_decay=0.0, target_nll=1e-9, max_steps=30, seed=0)
+    flat = learn_token_vectors(model, 2, [0, 1], plateau_window=5, plateau_tolerance=0.01, **kwargs)
+    assert flat.plateau_step.tolist() == [5, 5] and flat.stopped_step.tolist() == [-1, -1]
+    off = learn_token_vectors(model, 2, [0, 1], **kwargs)
+    assert off.plateau_step.tolist() == [-1, -1]
+    # learning that still improves by more than the tolerance over the window is not stopped by it
+    moving = learn_token_vectors(model, 2, [0, 1], samples=3, lr=0.1, weight_decay=0.0, target_nll=1e-9,
+                                 max_steps=10, seed=0, plateau_window=3, plateau_tolerance=1e-6)
+    assert moving.plateau_step.tolist() == [-1, -1]
+
+
 def test_learning_tokens_in_one_batch_is_learning_each_alone(model):
     """Same init, same AdamW: the batch (which drops tokens as they finish, with their optimiser
     state) gives each token the vectors it gets when learned on its own."""
@@ -109,7 +123,7 @@ def test_the_direction_alone_and_two_token_mixtures(model):
 def test_subspace_files_round_trip_and_refuse_another_shape(tmp_path):
     sub = token_subspaces(np.random.default_rng(1).normal(size=(VOCAB, 5, D)))
     tensors = {"samples": np.zeros((VOCAB, 5, D)), "direction": sub.direction, "median_norm": sub.median_norm,
-               "singular": sub.singular, "singular_centred": sub.singular_centred}
+               "singular": sub.singular, "singular_centred": sub.singular_centred, "converged": np.ones(VOCAB)}
     save_subspaces(tmp_path / "s.safetensors", 2, "abcdefg", tensors)
     stage, loaded = load_subspaces(tmp_path / "s.safetensors", VOCAB, D)
     assert stage == 2
@@ -140,6 +154,8 @@ def test_a_stage_of_every_token_is_its_parts(model):
     sub = token_subspaces(learned.samples)
     assert torch.equal(result.tensors["samples"], learned.samples)
     assert np.array_equal(result.columns["stopped_step"], learned.stopped_step)
+    assert np.array_equal(result.columns["converged"], (learned.stopped_step >= 0) | (learned.plateau_step >= 0))
+    assert np.array_equal(result.tensors["converged"] > 0.5, result.columns["converged"])
     assert np.array_equal(result.columns["samples_reached"], (learned.sample_nll < 1e-3).sum(1))
     assert np.allclose(result.columns["sigma_ratio"], sub.sigma_ratio)
     assert np.allclose(result.columns["self_probability"], self_probability(model, 2, list(range(VOCAB)), sub))

@@ -24,7 +24,8 @@ from tinylens.weights import load_model
 pytestmark = pytest.mark.workflow
 
 SEEDS = [1337, 1442, 88, 99999]
-FIGURES = ("ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion")
+FIGURES = ("ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion",
+           "attention_vs_ffwd")
 
 
 @pytest.fixture(scope="module")
@@ -35,14 +36,14 @@ def metrics(finished_run):
 def test_metrics_put_the_paper_beside_ours(metrics):
     assert set(metrics) >= {"headline", "ablation", "criterion", "token_subspaces", "final_layernorm", "ffwd_endpoint"}
     rows = metrics["ablation"]["comparison"]["corpus"]
-    assert [r["block"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert [r["block"] for r in rows] == [0, 1, 2, 3, 4, 5]  # 0-based, as every metrics file
     assert [r["paper_drop_ffwd"] for r in rows] == [published.ABLATION["drop_ffwd"][b] for b in range(6)]
     for r in rows:
         assert 0 <= r["one_token_drop_sa"] <= 1 and 0 <= r["full_drop_ffwd"] <= 1
         lo, hi = r["one_token_drop_sa_seed_range"]
         assert lo <= r["one_token_drop_sa"] <= hi
     crit = metrics["criterion"]["comparison"]["corpus"]
-    assert [r["block"] for r in crit] == [6, 5, 4, 3, 2, 1]
+    assert [r["block"] for r in crit] == [5, 4, 3, 2, 1, 0]
     assert crit[0]["paper_end_of_model"] == 81.78 and crit[1]["paper_same_stage"] == 50.71
     for r in crit:
         assert 0 <= r["end_of_model_abs"] <= 100 and 0 < r["end_of_model_chance_exact"] < 50
@@ -59,6 +60,27 @@ def test_metrics_put_the_paper_beside_ours(metrics):
 
 def pick(table, context, variant, mode):
     return table["hellinger"][(table["context"] == context) & (table["variant"] == variant) & (table["mode"] == mode)]
+
+
+def test_attention_against_feed_forward_follows_from_the_dumps(finished_run, metrics):
+    from tinylens.supporting.schemas import CONTRIBUTIONS_SCHEMA
+
+    cols = read_columns(finished_run / "supporting/block_contributions.parquet", CONTRIBUTIONS_SCHEMA)
+    prompts = load_prompts(finished_run / "strings/prompts_heldout.parquet")
+    on_eval = np.asarray(prompts["split"]) == "eval"
+    d = json.loads((finished_run / "models/seed1337/config.json").read_text())["n_embed"]
+    dump = finished_run / "activations/seed1337/prompts_heldout"
+    sel = (np.asarray(cols["mode"]) == "heldout") & (cols["block"] == 3)
+    assert sel.sum() == on_eval.sum()
+    x, sa, ffwd = (load_block(dump, 3, k, d)[on_eval].astype(np.float64) for k in ("block_input", "sa_out", "ffwd_out"))
+    np.testing.assert_allclose(cols["norm_ratio"][sel], np.linalg.norm(ffwd, axis=1) / np.linalg.norm(sa, axis=1))
+    out = x + sa + ffwd
+    direct = (ffwd * out).sum(1) / np.linalg.norm(ffwd, axis=1) / np.linalg.norm(out, axis=1)
+    np.testing.assert_allclose(cols["cos_ffwd_out"][sel], direct, atol=1e-9)
+    section = metrics["attention_vs_ffwd"]
+    assert section["ffwd_parameter_share"]["paper"]["percent"] == 65.71
+    block4 = section["modes"]["heldout"][3]
+    assert block4["ffwd_longer"]["share"] == pytest.approx(np.mean(cols["norm_ratio"][sel] > 1), abs=1e-6)
 
 
 def test_the_ablation_variants_agree_for_the_last_block_on_every_prompt(finished_run):
@@ -82,11 +104,27 @@ def test_learned_subspaces_are_what_the_tables_say(finished_run):
         np.testing.assert_allclose(np.abs(np.einsum("td,td->t", sub.direction, tensors["direction"])), 1.0, atol=1e-4)
         table = load_subspace_tokens(finished_run / f"supporting/subspaces/stage{stage}.parquet")
         np.testing.assert_allclose(table["sigma_ratio"], sub.sigma_ratio, rtol=1e-4)
+        assert np.array_equal(table["converged"], (table["stopped_step"] >= 0) | (table["plateau_step"] >= 0))
+        assert np.array_equal(tensors["converged"] > 0.5, table["converged"])
         with torch.no_grad():
             samples = torch.from_numpy(tensors["samples"]).reshape(-1, model.config.n_embed)
             logits = run(model, resid=samples[:, None], start=stage, last_only=True).logits
             nll = torch.nn.functional.cross_entropy(logits, torch.arange(65).repeat_interleave(10), reduction="none")
         np.testing.assert_allclose(nll.view(65, 10).mean(1).numpy(), table["joint_nll"], rtol=1e-3, atol=1e-6)
+
+
+def test_prompts_with_an_unconverged_top_token_are_flagged_and_left_out(finished_run):
+    tokens = load_subspace_tokens(finished_run / "supporting/subspaces/stage6.parquet")
+    unconverged = {t for t, c in zip(tokens["token"], tokens["converged"]) if not c}
+    table = read_columns(finished_run / "supporting/criterion_corpus.parquet", criterion_schema())
+    end = table["subspaces"] == "end_of_model"
+    expected = [bool(set(top) & unconverged) for top in np.asarray(table["top_tokens"])[end]]
+    assert table["unconverged"][end].tolist() == expected
+    summary = json.loads((finished_run / "supporting/criterion_corpus.json").read_text())
+    for b, entry in summary["blocks"].items():
+        sel = end & (table["block"] == int(b))
+        assert entry["end_of_model"]["excluded_unconverged"] == int((table["unconverged"] & ~table["empty"])[sel].sum())
+        assert entry["end_of_model"]["used"] == int((~table["unconverged"] & ~table["empty"])[sel].sum())
 
 
 def test_the_criterion_table_follows_from_the_search_and_the_subspaces(finished_run, config):

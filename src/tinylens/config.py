@@ -122,6 +122,10 @@ def _preset_problems(name: str, preset: Mapping[str, Any]) -> list[str]:
     if not early < late < context:
         problems.append(f"config key '{key}.dynamics.measure.icl_positions' ({[early, late]}) must be "
                         f"[early, late] with early < late < the context length (model.block_size = {context})")
+    (a, b), (c, d) = dynamics["icl_bands"]
+    if not (a <= b < c <= d < context):
+        problems.append(f"config key '{key}.dynamics.measure.icl_bands' ({dynamics['icl_bands']}) must be "
+                        f"[[a, b], [c, d]] with a <= b < c <= d < the context length (model.block_size = {context})")
     repeat = dynamics["repeat"]
     if repeat["length"] * repeat["copies"] > context:
         problems.append(f"config key '{key}.dynamics.measure.repeat': {repeat['copies']} copies of "
@@ -130,6 +134,8 @@ def _preset_problems(name: str, preset: Mapping[str, Any]) -> list[str]:
         problems.append(f"config key '{key}.dynamics.measure.energy_windows' ({dynamics['energy_windows']}) "
                         f"must not exceed '{key}.dynamics.measure.val_windows' ({dynamics['val_windows']})")
     # --- end family: training dynamics ---
+    # --- family: the induction-head phase change (method.md §8b) ---
+    problems += _phase_change_problems(preset["phase_change"], key)
     n = analysis["n_prompts"]
     n_tune = int(round(analysis["tune_fraction"] * n))
     if not 0 < n_tune < n:
@@ -241,3 +247,34 @@ def train_config(train: Mapping[str, Any], seed: int) -> TrainConfig:
         precision=train["precision"],
         batch_sampling=train["batch_sampling"],
     )
+
+
+def _phase_change_problems(phase: dict, key: str) -> list[str]:
+    """What the schema cannot say of ``phase_change``: the reference is a run, and in every run the
+    ICL bands and probe periods fit the context and the probes avoid the training periods."""
+    problems = []
+    if phase["reference"] not in phase["runs"]:
+        problems.append(f"config key '{key}.phase_change.reference' ({phase['reference']!r}) must name one of "
+                        f"'{key}.phase_change.runs' ({sorted(phase['runs'])})")
+    probes = phase["probes"]
+    for name, run in phase["runs"].items():
+        settings = {**phase["base"], **run, "mixture": {**phase["base"]["mixture"], **run.get("mixture", {})}}
+        context, mixture = settings["context"], settings["mixture"]
+        (a, b), (c, d) = probes["early_band"], probes["late_band"]
+        if not a <= b < c <= d < context:
+            problems.append(f"config key '{key}.phase_change.probes.early_band/late_band' ({[a, b]}, {[c, d]}) must "
+                            f"satisfy early first <= last < late first <= last < the context of run {name} ({context})")
+        early, late = probes["single_positions"]
+        if not early < late < context:
+            problems.append(f"config key '{key}.phase_change.probes.single_positions' ({[early, late]}) must lie "
+                            f"inside the context of run {name} ({context}), early before late")
+        if mixture["period_min"] > mixture["period_max"]:
+            problems.append(f"config key '{key}.phase_change' run {name}: period_min > period_max")
+        for p in probes["probe_periods"]:
+            if mixture["repeat_fraction"] > 0 and mixture["period_min"] <= p <= mixture["period_max"]:
+                problems.append(f"config key '{key}.phase_change.probes.probe_periods': {p} lies among run {name}'s "
+                                f"training periods {mixture['period_min']}-{mixture['period_max']}; probe at others")
+            if 2 * p > context + 1:
+                problems.append(f"config key '{key}.phase_change.probes.probe_periods': {p} repeated twice exceeds "
+                                f"run {name}'s context ({context})")
+    return problems

@@ -158,3 +158,31 @@ def make_probe_accuracy(columns: Mapping[str, np.ndarray], n_speakers: int) -> F
     fig.tight_layout()
     return fig
 
+
+
+def make_attention_hull(columns: Mapping[str, np.ndarray]) -> Figure:
+    """Per head (x: block.head, both from 1), the relative potential |v_{t+1} - W v|^2 / |v_{t+1}|^2
+    with the head's own attention, shuffled rows and uniform rows: mean over windows, bars 1.96 SE.
+
+    columns: the hull table (block, head, window, <weighting>_potential, ...)."""
+    block, head = np.asarray(columns["block"]), np.asarray(columns["head"])
+    pairs = sorted(set(zip(block.tolist(), head.tolist())))
+    x = np.arange(len(pairs))
+    fig = Figure(figsize=(max(6.0, 0.45 * len(pairs) + 2), 4.2))
+    ax = fig.subplots()
+    styles = {"real": ("C0", "o", "the head's attention"), "shuffled": ("C3", "x", "rows shuffled over visible positions"),
+              "uniform": ("grey", "_", "uniform over visible positions")}
+    for i, (name, (color, marker, label)) in enumerate(styles.items()):
+        v = np.asarray(columns[f"{name}_potential"], dtype=np.float64)
+        means, errs = [], []
+        for b, h in pairs:
+            sel = v[(block == b) & (head == h)]
+            means.append(sel.mean())
+            errs.append(1.96 * sel.std(ddof=1) / np.sqrt(len(sel)) if len(sel) > 1 else 0.0)
+        ax.errorbar(x + (i - 1) * 0.18, means, yerr=errs, fmt=marker, color=color, label=label, ms=5, capsize=2)
+    ax.set_xticks(x, [f"{b + 1}.{h + 1}" for b, h in pairs], rotation=90, fontsize=7)
+    ax.set(xlabel="block.head", ylabel="|v_next - weighted mean of values|^2 / |v_next|^2")
+    ax.axhline(1.0, color="black", lw=0.8, ls=":")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return fig

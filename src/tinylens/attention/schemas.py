@@ -39,6 +39,17 @@ HEAD_SCHEMA = Schema("attention head", {
     "pattern_vs_scores_max_error": pa.float64(),  # |pattern - softmax(q k^T / sqrt(d_head))|
 })
 
+# --- the convex-hull reading (method.md §10): attention/seed<N>/hull.parquet, one row per (block, head, window)
+HULL_SCHEMA = Schema("attention convex hull", {
+    "block": pa.int8(), "head": pa.int8(), "window": pa.int32(),
+    # mean over query positions t < T - 1 of |v_{t+1} - sum_j W_tj v_j|^2 / |v_{t+1}|^2 and of their cosine,
+    # for W the head's attention (real), its rows permuted over the visible positions (shuffled), uniform
+    "real_potential": pa.float64(), "real_cosine": pa.float64(),
+    "shuffled_potential": pa.float64(), "shuffled_cosine": pa.float64(),
+    "uniform_potential": pa.float64(), "uniform_cosine": pa.float64(),
+    "identity_error": pa.float64(),  # largest |z - A v| of the block: the head output is the weighted mean
+})
+
 # --- trajectories: attention/seed<N>/trajectories.parquet ---
 TRAJECTORY_SCHEMA = Schema("attention trajectory", {
     "depth": pa.int32(),  # 0 = embedding output, d = output of block d (n_layer = input of ln_f)

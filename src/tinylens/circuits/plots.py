@@ -127,7 +127,8 @@ def make_composition_over_training(over: dict[int, pl.DataFrame], original: int,
     """K-composition of each seed's strongest final pairs at every checkpoint, with the baseline band.
 
     windows: per seed, the (start, end) steps of the training-dynamics family's phase-change window
-    (:func:`tinylens.dynamics.summary.phase_change_windows`), shaded on that seed's panels.
+    (:func:`tinylens.dynamics.summary.phase_change_windows`: only seeds where one was detected), shaded on
+    that seed's panels; a seed without one says so in its legend and has nothing shaded.
     """
     seeds = sorted(over, key=lambda s: (s != original, s))
     variants = [v for v in VARIANTS if v[1] == "ignored"]
@@ -152,6 +153,8 @@ def make_composition_over_training(over: dict[int, pl.DataFrame], original: int,
             if windows is not None and seed in windows:
                 ax.axvspan(*windows[seed], color="tab:orange", alpha=0.15, lw=0,
                            label="phase-change window (training dynamics)")
+            elif windows is not None:
+                ax.plot([], [], " ", label="no phase change detected (training dynamics)")
             ax.set_xscale("symlog", linthresh=max(1, int(pairs[0]["steps"][1]) if pairs and len(pairs[0]["steps"]) > 1 else 1))
             ax.set_title(f"seed {seed}{' (original)' if seed == original else ''}: {kind}-comp., {basis} basis",
                          fontsize=8)

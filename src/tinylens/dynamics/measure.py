@@ -38,6 +38,7 @@ from tinylens.dynamics.heads import (
     previous_token_pattern,
     repeat_queries,
 )
+from tinylens.dynamics.icl import icl_score
 from tinylens.dynamics.probes import MeasureSettings, Probes
 from tinylens.dynamics.schemas import HEAD_SCORES
 from tinylens.interventions import direct_logits, head_outputs, head_weights, hook_name, run
@@ -178,11 +179,14 @@ def measure_checkpoint(model: Transformer, probes: Probes, settings: MeasureSett
     val = _validation_measures(model, probes, energy_windows, device)
     losses = val["losses"]
     icl = losses[:, late] - losses[:, early]  # [windows]
+    band, band_se = icl_score(losses.double().cpu().numpy(), *settings.icl_bands)
     row = {
         "train_loss": float(_token_losses(model, probes.train, device).mean()),
         "val_loss": float(losses.mean()),
         "icl_score": float(icl.mean()),
         "icl_score_se": float(icl.std() / len(icl) ** 0.5),
+        "icl_band": band,
+        "icl_band_se": band_se,
         "kl_model_unigram": float(val["kl_model_unigram"]),
         "kl_unigram_model": float(val["kl_unigram_model"]),
         "unigram_direction_kl": unigram_direction(model, probes.unigram, settings.unigram_direction.restarts,

@@ -1,5 +1,6 @@
 """The training-dynamics figures: ``make_<figure>`` builds one and returns the Figure (its script saves
-it); the phase-change window is shaded on all of them.
+it); a seed's phase-change window is shaded only where a phase change was detected in it (otherwise the
+legend says none was, and nothing is drawn).
 
 Steps go on a symmetric-log axis, linear below the first log-spaced checkpoint, so step 0 (the
 initialisation) stays on the figure.
@@ -29,16 +30,18 @@ def _step_axis(ax, steps: np.ndarray, label: bool = True) -> None:
 
 
 def _shade(ax, summaries: Mapping[str, dict], horizontal: bool = False) -> None:
-    """Every seed's window, lightly (overlaps darken); a label on the first only."""
-    detected = sum(s["phase_change_detected"] for s in summaries.values())
-    for i, summary in enumerate(summaries.values()):
+    """The window of every seed in which a phase change was detected, lightly (overlaps darken); where none
+    was, nothing is shaded and a legend entry says so."""
+    detected = {seed: s for seed, s in summaries.items() if s["phase_change_detected"]}
+    if not detected:
+        ax.plot([], [], " ", label=f"no phase change detected (0 of {len(summaries)} seeds): no window drawn")
+        return
+    for i, summary in enumerate(detected.values()):
         w = summary["window"]
-        label = (f"phase-change window, per seed (a phase change detected in {detected} of {len(summaries)})"
+        label = (f"phase-change window, per seed where detected ({len(detected)} of {len(summaries)})"
                  if i == 0 else None)
-        if horizontal:
-            ax.axhspan(w["start"], w["end"], color="tab:orange", alpha=0.12, label=label)
-        else:
-            ax.axvspan(w["start"], w["end"], color="tab:orange", alpha=0.12, label=label)
+        span = ax.axhspan if horizontal else ax.axvspan
+        span(w["start"], w["end"], color="tab:orange", alpha=0.12, label=label)
 
 
 def _common_steps(curves: Mapping[str, Curves]) -> tuple[np.ndarray, dict[str, Curves]]:
@@ -91,22 +94,26 @@ def make_energy_kl(curves: Mapping[str, Curves], summaries: Mapping[str, dict], 
     return fig
 
 
-def make_icl_score(curves: Mapping[str, Curves], summaries: Mapping[str, dict], icl_positions, original: str) -> Figure:
-    """Per seed: the ICL score (+- 2 standard errors) and the validation loss against step (each seed at
-    its own checkpoints)."""
+def make_icl_score(curves: Mapping[str, Curves], summaries: Mapping[str, dict], icl_positions, icl_bands,
+                   original: str) -> Figure:
+    """Per seed: the band ICL score (+- 2 standard errors), the single-position one (dashed), and the
+    validation loss against step (each seed at its own checkpoints)."""
     fig, (ax_icl, ax_loss) = plt.subplots(2, 1, figsize=(8, 7.5), sharex=True)
     early, late = icl_positions
     for i, (seed, c) in enumerate(curves.items()):
         color = f"C{i}"
         lw = 2 if seed == original else 1.2
-        steps, icl, se = c.steps, c.metrics["icl_score"], c.metrics["icl_score_se"]
+        steps, icl, se = c.steps, c.metrics["icl_band"], c.metrics["icl_band_se"]
+        ax_icl.plot(steps, c.metrics["icl_score"], color=color, lw=0.8, ls="--", alpha=0.7)
         ax_icl.fill_between(steps, icl - 2 * se, icl + 2 * se, color=color, alpha=0.12, lw=0)
         ax_icl.plot(steps, icl, color=color, lw=lw,
                     label=f"seed {seed}: final (step {steps[-1]}) {icl[-1]:+.3f} +- {se[-1]:.3f}")
         ax_loss.plot(steps, c.metrics["val_loss"], color=color, lw=lw,
                      label=f"seed {seed}" + ("; loss non-convex in the window" if summaries[seed]["loss_bump"]["nonconvex"] else ""))
     ax_icl.axhline(0, color="grey", lw=0.8)
-    ax_icl.set_ylabel(f"ICL score (nats): loss at token {late + 1}\nminus loss at token {early + 1}")
+    (a, b), (c_, d) = icl_bands
+    ax_icl.set_ylabel(f"ICL score (nats): mean loss at tokens {c_ + 1}-{d + 1}\nminus at tokens {a + 1}-{b + 1}\n"
+                      f"(dashed: token {late + 1} minus token {early + 1})")
     ax_loss.set_ylabel("validation loss (nats/char)")
     every_step = reduce(np.union1d, (c.steps for c in curves.values()))
     for ax in (ax_icl, ax_loss):
@@ -136,8 +143,9 @@ def make_loss_by_position(curves: Curves, summary: dict, seed: str, width: float
     for ax in axes:
         ax.set_xscale("log")
         ax.set_xlabel("token index in the context (log)")
-        ax.axhspan(*window_rows, facecolor="none", edgecolor="tab:orange", lw=1.5, ls="--",
-                   label="phase-change window")
+        if summary["phase_change_detected"]:
+            ax.axhspan(*window_rows, facecolor="none", edgecolor="tab:orange", lw=1.5, ls="--",
+                       label="phase-change window")
     axes[0].set_yticks(np.arange(len(steps)))
     axes[0].set_yticklabels([str(s) for s in steps], fontsize=6)
     axes[0].set_ylabel("checkpoint (training step)")
@@ -152,7 +160,7 @@ def make_head_scores(curves: Curves, summary: dict, seed: str, uniform_baseline:
     """One seed: every head's prefix-matching and copying scores against step; the best head in black."""
     steps = curves.steps
     best = summary["best_head"]
-    b_best, h_best = best["block"] - 1, best["head"]
+    b_best, h_best = best["block"], best["head"]  # 0-based
     panels = (("prefix_matching", "prefix-matching score"), ("copying_eigen", "copying score (OV eigenvalues)"),
               ("copying_logit", "copying score (direct logits)"))
     n_layer, n_head = curves.heads["prefix_matching"].shape[1:]
@@ -191,7 +199,8 @@ def make_energy_depth(curves: Mapping[str, Curves], summaries: Mapping[str, dict
     marks = [(0, ":", "grey", "initialisation")]
     if summaries[original]["ie_kl"]["unigram_step"] is not None:
         marks.append((summaries[original]["ie_kl"]["unigram_step"], ":", "k", "KL minimum: the unigram phase"))
-    marks += [(w["start"], "--", "grey", "window start"), (w["end"], "-.", "grey", "window end")]
+    if summaries[original]["phase_change_detected"]:
+        marks += [(w["start"], "--", "grey", "window start"), (w["end"], "-.", "grey", "window end")]
     for step, style, color, label in marks:
         k = int(np.argmin(np.abs(np.log10(np.maximum(c.steps, 1e-9)) - np.log10(max(step, 1e-9)))))
         ax.plot(x, c.metrics["ie"][k], ls=style, color=color, marker=".",

@@ -43,7 +43,9 @@ class MeasureSettings:
     """What every checkpoint is measured on, and how (config key ``dynamics.measure``).
 
     val_windows, train_windows: windows at full context for the losses; energy_windows: the first this
-    many validation windows give the interaction energy; icl_positions: (early, late), 0-based; seed:
+    many validation windows give the interaction energy; icl_positions: (early, late), 0-based, the
+    single-position ICL score; icl_bands: (early band, late band), each (first, last) 0-based inclusive,
+    the band ICL score (:mod:`tinylens.dynamics.icl`); seed:
     draws the windows, the repeated sequences and the unigram direction's starts. The nested entries
     may be given as the config's mappings.
     """
@@ -52,12 +54,14 @@ class MeasureSettings:
     train_windows: int
     energy_windows: int
     icl_positions: tuple[int, int]
+    icl_bands: tuple[tuple[int, int], tuple[int, int]]
     repeat: RepeatSettings
     unigram_direction: UnigramDirectionSettings
     seed: int
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "icl_positions", tuple(self.icl_positions))
+        object.__setattr__(self, "icl_bands", tuple(tuple(band) for band in self.icl_bands))
         for name, kind in (("repeat", RepeatSettings), ("unigram_direction", UnigramDirectionSettings)):
             if isinstance(getattr(self, name), Mapping):
                 object.__setattr__(self, name, kind(**getattr(self, name)))

@@ -28,6 +28,8 @@ def checkpoint_schema(n_layer: int, context: int) -> Schema:
         "val_loss": pa.float64(),
         "icl_score": pa.float64(),
         "icl_score_se": pa.float64(),
+        "icl_band": pa.float64(),
+        "icl_band_se": pa.float64(),
         "kl_model_unigram": pa.float64(),
         "kl_unigram_model": pa.float64(),
         "unigram_direction_kl": pa.float64(),

@@ -120,13 +120,13 @@ def seed_summary(curves: Curves, n_layer: int, tokens_per_step: int, settings: P
     prefix = curves.heads["prefix_matching"]
     layer, head = np.unravel_index(int(np.argmax(prefix[-1])), prefix.shape[1:])
     best_curve = prefix[:, layer, head]
-    window = phase_change_window(steps, best_curve, m["icl_score"], width)
+    window = phase_change_window(steps, best_curve, m["icl_band"], width)
     depth = depth_names(n_layer).index(HEADLINE_DEPTH)
     ie = m["ie"][:, depth]
     phases = ie_kl_phases(steps, ie, m["kl_model_unigram"], width, min_swing)
     owned = [int(s) for s, kl in zip(steps, m["unigram_direction_kl"]) if kl < settings.unigram_threshold]
     final = -1
-    icl_final, icl_se = float(m["icl_score"][final]), float(m["icl_score_se"][final])
+    icl_final, icl_se = float(m["icl_band"][final]), float(m["icl_band_se"][final])
     formed = bool(best_curve[final] > settings.induction_threshold)
     icl_significant = bool(icl_final + 2 * icl_se < 0)
     return {
@@ -134,14 +134,15 @@ def seed_summary(curves: Curves, n_layer: int, tokens_per_step: int, settings: P
         "checkpoints": len(steps),
         "final": {
             "train_loss": float(m["train_loss"][final]), "val_loss": float(m["val_loss"][final]),
-            "icl_score": icl_final, "icl_score_se": icl_se,
+            "icl_band": icl_final, "icl_band_se": icl_se,
+            "icl_score": float(m["icl_score"][final]), "icl_score_se": float(m["icl_score_se"][final]),
             "kl_model_unigram": float(m["kl_model_unigram"][final]),
             "kl_unigram_model": float(m["kl_unigram_model"][final]),
             "unigram_direction_kl": float(m["unigram_direction_kl"][final]),
             "ie_by_depth": dict(zip(depth_names(n_layer), map(float, m["ie"][final]))),
         },
         "best_head": {
-            "block": int(layer) + 1, "head": int(head),
+            "block": int(layer), "head": int(head),  # 0-based, as in every metrics file and table
             **{name: float(curves.heads[name][final, layer, head]) for name in HEAD_SCORES},
             "prefix_matching_max": float(best_curve.max()),
             "prefix_matching_max_step": int(steps[int(np.argmax(best_curve))]),
@@ -184,11 +185,53 @@ def summarize(per_seed: dict[int, dict], original_seed: int, settings: PhaseSett
 
 
 def phase_change_windows(summary: dict) -> dict[int, tuple[float, float]]:
-    """Per seed, the (start, end) steps of the phase-change window in a ``metrics/dynamics.json``
-    summary (:func:`summarize`): what other families mark on their over-training figures."""
+    """Per seed in which a phase change was detected, the (start, end) steps of its window in a
+    ``metrics/dynamics.json`` summary (:func:`summarize`): what other families mark on their over-training
+    figures. Seeds without a detected phase change are absent (no window to draw)."""
     try:
         return {int(seed): (float(s["window"]["start"]), float(s["window"]["end"]))
-                for seed, s in summary["seeds"].items()}
+                for seed, s in summary["seeds"].items() if s["phase_change_detected"]}
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"not a training-dynamics summary (metrics/dynamics.json): no seeds.<N>.window.start/end "
                          f"({error!r}); rerun the rule that writes it (snakemake --forcerun dynamics_summary)") from error
+
+
+def findings(documents: dict) -> list[str]:
+    """The family's sentences of the run's findings (tinylens.findings): whether an induction head and a phase
+    change formed, the ICL score, seed 000's phases. Heads 0-based (block and head), as in the tables.
+    ``documents``: ``dynamics`` (metrics/dynamics.json)."""
+    from tinylens.findings import get, num, span
+
+    doc = documents["dynamics"]
+    seeds = get(doc, "seeds")
+    n = len(seeds)
+    uniform = get(doc, "headline", "prefix_matching_uniform_baseline")
+    best = {k: get(s, "best_head") for k, s in seeds.items()}
+    scores = [get(b, "prefix_matching") for b in best.values()]
+    formed = sum(bool(get(s, "induction_head_formed")) for s in seeds.values())
+    top_seed = max(best, key=lambda k: best[k]["prefix_matching"])
+    top = best[top_seed]
+    head = f"block {get(top, 'block')}, head {get(top, 'head')} of seed {top_seed}"
+    threshold = get(doc, "settings", "induction_threshold")
+    if formed:
+        out = [f"An induction head forms in {formed} of {n} seeds (final prefix-matching score above "
+               f"{num(threshold)}; the best, {head}, reaches {num(top['prefix_matching'])} against a uniform "
+               f"head's {num(uniform)})."]
+    else:
+        out = [f"No induction head forms in any of the {n} seeds: the best final prefix-matching score is "
+               f"{num(max(scores))} ({head}; over the seeds {span(scores)}) against a uniform head's {num(uniform)}."]
+    icl = [get(s, "final", "icl_score") for s in seeds.values()]
+    se = [get(s, "final", "icl_score_se") for s in seeds.values()]
+    significant = sum(bool(get(s, "icl_significant")) for s in seeds.values())
+    out.append(f"The final in-context-learning score (loss late minus early in the context) is {span(icl)} nats "
+               f"(standard error up to {num(max(se), 2)}): "
+               + (f"significantly below 0 in {significant} of {n} seeds." if significant else
+                  "in no seed two standard errors below 0."))
+    changes = get(doc, "headline", "seeds_with_phase_change")
+    out.append(f"A phase change (both together) is detected in {changes} of {n} seeds." if changes else
+               "No phase change is detected in any seed.")
+    phases = get(doc, "headline", "phases_present")
+    counts = {i: sum(i in p for p in phases.values()) for i in (1, 2, 3)}
+    out.append("Seed 000's interaction-energy / KL phases: " + ", ".join(
+        f"phase {i} in {c} of {len(phases)} seeds" for i, c in counts.items()) + ".")
+    return out

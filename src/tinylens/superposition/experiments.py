@@ -15,6 +15,15 @@ from fractions import Fraction
 import numpy as np
 import torch
 
+from tinylens.superposition.correlated import layout as correlated_layout
+from tinylens.superposition.correlated import (
+    pair_cosines,
+    pair_type,
+    principal_share,
+    relation,
+    sample_grouped,
+    settings_from_config,
+)
 from tinylens.superposition.dynamics import find_jumps
 from tinylens.superposition.geometry import (
     REPRESENTED_NORM,
@@ -133,7 +142,8 @@ def run_dimensionality(features: int, hidden: int, sparsities: Sequence[float], 
                        progress: bool = False) -> dict:
     """n features in m dimensions, equal importance, one model per sparsity; W kept at ``snapshots``
     evenly spaced steps for the jumps of D_i over training (``jumps``: tolerance, min_dwell, smooth,
-    max_transition of :func:`tinylens.superposition.dynamics.find_jumps`)."""
+    max_transition, margin of :func:`tinylens.superposition.dynamics.find_jumps`); every move between
+    plateaus is kept, ``exceeds_noise`` telling the jumps from the moves within the curve's noise."""
     S = np.asarray(sparsities, dtype=float)
     density = torch.tensor(1 - S, dtype=torch.float32)[:, None].expand(-1, features).contiguous()
     settings = train_settings(train_spec)
@@ -161,10 +171,11 @@ def run_dimensionality(features: int, hidden: int, sparsities: Sequence[float], 
     found = {k: [] for k in DIMENSIONALITY_JUMPS.columns}
     for k, s in enumerate(S):
         for j in find_jumps(res.snapshot_steps, traj_D[:, k], jump_levels, jumps["tolerance"], jumps["min_dwell"],
-                            jumps["smooth"], jumps["max_transition"]):
+                            jumps["smooth"], jumps["max_transition"], margin=jumps["margin"], keep_small=True):
             for key, value in (("sparsity", s), ("feature", j.feature), ("step", j.step),
                                ("from_fraction", str(j.from_fraction)), ("to_fraction", str(j.to_fraction)),
-                               ("left_step", j.left_step), ("arrive_step", j.arrive_step)):
+                               ("left_step", j.left_step), ("arrive_step", j.arrive_step), ("noise", j.noise),
+                               ("size_over_noise", j.size_over_noise), ("exceeds_noise", j.exceeds_noise)):
                 found[key].append(value)
     return {"models": models, "features": feats, "training": training, "jumps": found}
 
@@ -222,3 +233,50 @@ def preset_problems(spec: Mapping, where: str) -> list[str]:
     if spec["phase_diagram"]["density"]["max"] > 1:
         problems.append(f"config key '{where}.phase_diagram.density.max' must be at most 1 (a probability)")
     return problems
+
+
+def run_correlated(settings: Mapping[str, Mapping], seeds: int, train_spec: Mapping, seed: int,
+                   threshold: float = REPRESENTED_NORM, device="cpu", progress: bool = False) -> dict:
+    """Feature groups (correlated.py) in 2 dimensions: every setting x ``seeds`` models as one stack,
+    equal importance. Tables: per model (loss), per feature
+    (column, norm), per pair of represented features (cosine, type, relation), per correlated group (the
+    share of its columns along their principal direction)."""
+    sets = settings_from_config(settings)
+    lay = correlated_layout(sets, seeds)
+    M = lay.group_of.shape[0]
+    importance = (lay.group_of >= 0).float()
+    res = train(importance, None, 2, train_settings(train_spec), seed, device=device, progress=progress,
+                desc="correlated features", sampler=lambda b, g: sample_grouped(lay, b, g))
+    W = res.W.numpy()
+    names = np.repeat([s.name for s in sets], seeds)
+    seed_ids = np.tile(np.arange(seeds), len(sets))
+    models = {"setting": list(names), "kind": list(np.repeat([s.kind for s in sets], seeds)),
+              "sparsity": np.repeat([s.sparsity for s in sets], seeds), "seed": seed_ids,
+              "train_loss": res.final_loss.double().numpy()}
+    feats = {k: [] for k in ("setting", "seed", "feature", "group", "w", "norm")}
+    pairs = {k: [] for k in ("setting", "seed", "i", "j", "pair_type", "cos", "relation")}
+    groups = {k: [] for k in ("setting", "seed", "group", "principal_share", "represented")}
+    for k in range(M):
+        s = sets[k // seeds]
+        w = W[k][:, : s.features]  # [hidden features], padding dropped
+        norms = np.linalg.norm(w, axis=0)
+        for f in range(s.features):
+            for key, v in (("setting", s.name), ("seed", seed_ids[k]), ("feature", f), ("group", s.group_of()[f]),
+                           ("w", w[:, f].astype(np.float32)), ("norm", norms[f])):
+                feats[key].append(v)
+        cos = pair_cosines(w)
+        rep = np.flatnonzero(norms > threshold)
+        for a_i, i in enumerate(rep):
+            for j in rep[a_i + 1:]:
+                for key, v in (("setting", s.name), ("seed", seed_ids[k]), ("i", i), ("j", j),
+                               ("pair_type", pair_type(s, i, j)), ("cos", cos[i, j]),
+                               ("relation", str(relation(cos[i, j])))):
+                    pairs[key].append(v)
+        if s.kind == "correlated":
+            for g in range(s.groups):
+                members = np.flatnonzero(s.group_of() == g)
+                for key, v in (("setting", s.name), ("seed", seed_ids[k]), ("group", g),
+                               ("principal_share", float(principal_share(w[:, members]))),
+                               ("represented", int((norms[members] > threshold).sum()))):
+                    groups[key].append(v)
+    return {"models": models, "features": feats, "pairs": pairs, "groups": groups}

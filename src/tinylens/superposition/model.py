@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -153,16 +153,23 @@ class Adam:
             p.addcdiv_(m, denom, value=-lr / c1)
 
 
-def train(importance: torch.Tensor, density: torch.Tensor, n_hidden: int, settings: TrainSettings, seed: int,
+def train(importance: torch.Tensor, density: torch.Tensor | None, n_hidden: int, settings: TrainSettings, seed: int,
           init: tuple[torch.Tensor, torch.Tensor] | None = None, snapshot_steps: Sequence[int] = (),
-          device: torch.device | str = "cpu", progress: bool = False, desc: str = "toy models") -> TrainResult:
+          device: torch.device | str = "cpu", progress: bool = False, desc: str = "toy models",
+          sampler: Callable[[int, torch.Generator], torch.Tensor] | None = None) -> TrainResult:
     """Train one stack of toy models, one per row of ``importance`` / ``density`` [models features].
 
     ``init`` gives starting (W, b) (for starts that favour one geometry);
     otherwise Xavier-normal from ``seed``. ``snapshot_steps`` lists the steps
     (0 = before training, ``settings.steps`` = the end) at which W is kept.
+    ``sampler(batch_size, generator)`` draws the batches [models batch features]
+    instead of independent features of ``density`` (which may then be None),
+    for inputs whose features are not independent (correlated.py).
     """
-    check_settings(importance, density)
+    if sampler is None:
+        check_settings(importance, density)
+    elif bool((importance < 0).any()):
+        raise ValueError("feature importances must be >= 0")
     n_models, n_features = importance.shape
     gen = torch.Generator(device="cpu").manual_seed(seed)
     if init is None:
@@ -179,7 +186,10 @@ def train(importance: torch.Tensor, density: torch.Tensor, n_hidden: int, settin
     if device.type != "cpu":
         gen = torch.Generator(device=device).manual_seed(seed)  # batches drawn where they are used
     W, b = W.to(device).contiguous(), b.to(device).contiguous()
-    importance, density = importance.to(device).float(), density.to(device).float()
+    importance = importance.to(device).float()
+    if sampler is None:
+        density = density.to(device).float()
+        sampler = lambda batch, g: sample_features(density, batch, g)  # noqa: E731
     opt = Adam([W, b])
     snaps = [W.cpu().clone()] if wanted and wanted[0] == 0 else []
     wanted_set = set(wanted)
@@ -187,7 +197,7 @@ def train(importance: torch.Tensor, density: torch.Tensor, n_hidden: int, settin
     tail_loss = torch.zeros(n_models, device=device, dtype=torch.float64)
     with torch.no_grad():
         for step in tqdm(range(settings.steps), disable=not progress, desc=desc, unit="step", mininterval=5):
-            x = sample_features(density, settings.batch_size, gen)
+            x = sampler(settings.batch_size, gen)
             in_tail = step >= settings.steps - tail
             loss, grad_W, grad_b = loss_and_grads(W, b, x, importance, with_loss=in_tail)
             opt.step([grad_W, grad_b], settings.lr_at(step))

@@ -88,7 +88,11 @@ def make_phase_change(models: Mapping, features: Mapping, max_columns: int = 10,
 
 
 def make_loss_crossing(models: Mapping, crossing: float | None, fixed_sparsity: float) -> Figure:
-    """Loss of the pentagon-start and two-digon-start models across the odd feature's density."""
+    """Loss of the pentagon and two-digon geometries across the odd feature's density.
+
+    Each geometry's curve runs only through the runs that kept it (a start that escaped into the other
+    geometry has that geometry's loss, not its own); those runs are drawn apart, as open markers.
+    """
     start = np.asarray(models["start"], dtype=object)
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
     curves = {}
@@ -99,9 +103,10 @@ def make_loss_crossing(models: Mapping, crossing: float | None, fixed_sparsity: 
         y = models["loss"][sel][order]
         kept = models["kept_start_geometry"][sel][order]
         curves[name] = (x, y, kept)
-        ax.plot(x, y, "-", color=colour, lw=1.2, label=f"started as {name}")
-        ax.plot(x[kept], y[kept], "o", color=colour, ms=4)
-        ax.plot(x[~kept], y[~kept], "o", mfc="white", color=colour, ms=4, label=f"{name} start left its geometry")
+        ax.plot(x, np.where(kept, y, np.nan), "o-", color=colour, lw=1.2, ms=4, label=f"{name} (start kept)")
+        if (~kept).any():
+            ax.plot(x[~kept], y[~kept], "o", mfc="white", color=colour, ms=4, ls="none",
+                    label=f"{name} start left its geometry (not on the curve)")
     rand = start == "random"
     if rand.any():
         ax.plot(models["relative_density"][rand], models["loss"][rand], ".", color="0.5", ms=4, label="random starts")
@@ -196,12 +201,16 @@ def make_dimensionality_training(training: Mapping, jumps: Mapping, sparsity: fl
     x = np.maximum(steps, 1)
     for k, f in enumerate(shown):
         ax.plot(x, D[:, f], lw=0.8, color=plt.get_cmap("viridis")(k / max(len(shown) - 1, 1)))
-    jsel = np.isclose(jumps["sparsity"], sparsity) & np.isin(jumps["feature"], feats[shown])
-    if jsel.any():
-        jf = np.searchsorted(feats, jumps["feature"][jsel])
-        js = np.searchsorted(steps, jumps["step"][jsel])
-        ax.plot(x[js], D[js, jf], "o", mfc="none", color="crimson", ms=7,
-                label=f"{int(jsel.sum())} jumps found (from one fraction to another)")
+    base = np.isclose(jumps["sparsity"], sparsity) & np.isin(jumps["feature"], feats[shown])
+    real = np.asarray(jumps["exceeds_noise"], dtype=bool)
+    for jsel, style, label in (
+            (base & real, dict(mfc="none", color="crimson", ms=8, mew=1.5), "jumps (levels >= margin x noise apart)"),
+            (base & ~real, dict(mfc="none", color="0.45", ms=5), "moves within the curve's noise (not jumps)")):
+        if jsel.any():
+            jf = np.searchsorted(feats, jumps["feature"][jsel])
+            js = np.searchsorted(steps, jumps["step"][jsel])
+            ax.plot(x[js], D[js, jf], "o", **style, label=f"{int(jsel.sum())} {label}")
+    if base.any():
         ax.legend(fontsize=8, loc="lower right")
     _fraction_lines(ax, fractions)
     ax.set(xscale="log", ylim=(0, 1.08), xlabel="training step", ylabel="D_i",
@@ -249,5 +258,59 @@ def make_phase_diagram(cells: Mapping, boundary: Mapping) -> Figure:
            ylabel="relative importance r of the extra feature",
            title="n = 2 features, m = 1 dimension: where the extra feature goes")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), framealpha=0.9)
+    fig.tight_layout()
+    return fig
+
+
+GROUP_COLOURS = ["C0", "C3", "C2", "C1", "C4", "C5"]
+PAIR_LABELS = {"same correlated group": "within a\ncorrelated group",
+               "same anticorrelated group": "within an anti-\ncorrelated group", "different groups": "different\ngroups"}
+
+
+def make_correlated(models: Mapping, features: Mapping, pairs: Mapping, max_seeds: int = 6) -> Figure:
+    """Feature groups: each setting's learned columns (one colour per group) for its first seeds, and the
+    cosines of its pairs of represented features by pair type, as in the source's correlated-features figure."""
+    m_setting = np.asarray(models["setting"], dtype=object)
+    names = list(dict.fromkeys(m_setting))
+    seeds = np.unique(models["seed"])[:max_seeds]
+    f_setting = np.asarray(features["setting"], dtype=object)
+    p_setting, p_type = np.asarray(pairs["setting"], dtype=object), np.asarray(pairs["pair_type"], dtype=object)
+    types = ["same correlated group", "same anticorrelated group", "different groups"]
+    fig, axes = plt.subplots(len(names), len(seeds) + 1, squeeze=False,
+                             figsize=(1.45 * len(seeds) + 3.2, 1.6 * len(names) + 0.6),
+                             gridspec_kw={"width_ratios": [1] * len(seeds) + [2.2]})
+    for r, name in enumerate(names):
+        row = np.flatnonzero(m_setting == name)[0]
+        for c, seed in enumerate(seeds):
+            ax = axes[r, c]
+            mask = (f_setting == name) & (features["seed"] == seed)
+            order = np.argsort(features["feature"][mask])
+            w, grp = features["w"][mask][order], features["group"][mask][order]
+            t = np.linspace(0, 2 * np.pi, 100)
+            ax.plot(np.cos(t), np.sin(t), color="0.85", lw=0.6)
+            for (x, y), g in zip(w, grp):
+                colour = GROUP_COLOURS[int(g) % len(GROUP_COLOURS)]
+                ax.plot([0, x], [0, y], color=colour, lw=1.3)
+                ax.plot([x], [y], "o", color=colour, ms=2.5)
+            ax.set(xlim=(-1.35, 1.35), ylim=(-1.35, 1.35), aspect="equal", xticks=[], yticks=[])
+            if r == 0:
+                ax.set_title(f"seed {seed}", fontsize=7)
+        axes[r, 0].set_ylabel(f"{name}\n{models['kind'][row]}, S = {models['sparsity'][row]:g}", fontsize=7)
+        ax = axes[r, -1]
+        here = p_setting == name
+        shown = [t for t in types if np.any(here & (p_type == t))]
+        for k, t in enumerate(shown):
+            v = np.asarray(pairs["cos"])[here & (p_type == t)]
+            jitter = np.random.default_rng(k).uniform(-0.15, 0.15, len(v))
+            ax.plot(v, k + jitter, "o", ms=3, alpha=0.5, color=f"C{types.index(t)}", label=t)
+        for x0 in (-0.8, -0.2, 0.2, 0.8):
+            ax.axvline(x0, color="0.7", lw=0.6, ls=":")
+        ax.set(xlim=(-1.05, 1.05), ylim=(-0.6, max(len(shown), 1) - 0.4), yticks=range(len(shown)))
+        ax.set_yticklabels([PAIR_LABELS[t] for t in shown], fontsize=7)
+        ax.tick_params(axis="x", labelsize=7)
+        if r == len(names) - 1:
+            ax.set_xlabel("cos(W_i, W_j) of represented pairs", fontsize=8)
+    fig.suptitle("Feature groups in m = 2 dimensions: columns of W (colour = group) and pair cosines by type",
+                 fontsize=10)
     fig.tight_layout()
     return fig

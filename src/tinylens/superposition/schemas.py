@@ -36,7 +36,7 @@ DIMENSIONALITY_TRAINING = Schema("superposition dimensionality over training", {
 })
 DIMENSIONALITY_JUMPS = Schema("superposition dimensionality jumps", {
     "sparsity": F64, "feature": I64, "step": I64, "from_fraction": STR, "to_fraction": STR,
-    "left_step": I64, "arrive_step": I64,
+    "left_step": I64, "arrive_step": I64, "noise": F64, "size_over_noise": F64, "exceeds_noise": BOOL,
 })
 PHASE_MODELS = Schema("superposition phase-diagram models", {
     "importance": F64, "density": F64, "seed": I64, "loss": F64, "regime": STR, "w0": F32, "w1": F32,
@@ -47,6 +47,18 @@ PHASE_CELLS = Schema("superposition phase-diagram cells", {
 })
 PHASE_BOUNDARY = Schema("superposition phase-diagram boundary", {
     "importance": F64, "analytic_density": F64, "trained_density": F64,
+})
+CORRELATED_MODELS = Schema("superposition correlated-feature models", {
+    "setting": STR, "kind": STR, "sparsity": F64, "seed": I64, "train_loss": F64,
+})
+CORRELATED_FEATURES = Schema("superposition correlated-feature features", {
+    "setting": STR, "seed": I64, "feature": I64, "group": I64, "w": W2, "norm": F64,
+})
+CORRELATED_PAIRS = Schema("superposition correlated-feature pairs", {
+    "setting": STR, "seed": I64, "i": I64, "j": I64, "pair_type": STR, "cos": F64, "relation": STR,
+})
+CORRELATED_GROUPS = Schema("superposition correlated-feature groups", {
+    "setting": STR, "seed": I64, "group": I64, "principal_share": F64, "represented": I64,
 })
 
 #: every table of the family, by file stem
@@ -62,5 +74,9 @@ TABLES = {
     "phase_models": PHASE_MODELS,
     "phase_cells": PHASE_CELLS,
     "phase_boundary": PHASE_BOUNDARY,
+    "correlated_models": CORRELATED_MODELS,
+    "correlated_features": CORRELATED_FEATURES,
+    "correlated_pairs": CORRELATED_PAIRS,
+    "correlated_groups": CORRELATED_GROUPS,
 }
 

@@ -10,6 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from tinylens.superposition.correlated import ALIGNED_COS, ORTHOGONAL_COS
 from tinylens.superposition.geometry import REPRESENTED_NORM
 from tinylens.superposition.levels import fraction_coverage, parse_fractions
 from tinylens.superposition.phase_change import crossings
@@ -21,10 +22,13 @@ def summarize_uniform(models: Mapping[str, np.ndarray]) -> dict:
     for s in np.unique(S):
         sel = S == s
         polys = Counter(np.asarray(models["polygon"], dtype=object)[sel])
+        loss = np.asarray(models["loss"])[sel]
         out.append({"sparsity": float(s),
                     "n_represented_mean": float(np.mean(np.asarray(models["n_represented"])[sel])),
                     "polygons": dict(polys.most_common()),
-                    "mean_loss": float(np.mean(np.asarray(models["loss"])[sel]))})
+                    "pentagon_seeds": share(polys.get("pentagon", 0), int(sel.sum())),  # Wilson 95% interval
+                    "lowest_loss_polygon": str(np.asarray(models["polygon"], dtype=object)[sel][np.argmin(loss)]),
+                    "mean_loss": float(np.mean(loss))})
     return {"by_sparsity": out}
 
 
@@ -67,9 +71,12 @@ def summarize_dimensionality(models: Mapping, features: Mapping, jumps: Mapping,
     lowest = float(min(fractions))
     in_range = rep & (D >= lowest - tolerance)
     near = np.asarray(features["distance"]) <= tolerance
-    transitions = Counter(f"{a} -> {b}" for a, b in zip(jumps["from_fraction"], jumps["to_fraction"]))
+    real = np.asarray(jumps["exceeds_noise"], dtype=bool)  # every move between plateaus; these are the jumps
+    transitions = Counter(f"{a} -> {b}" for a, b, r in zip(jumps["from_fraction"], jumps["to_fraction"], real) if r)
+    small = Counter(f"{a} -> {b}" for a, b, r in zip(jumps["from_fraction"], jumps["to_fraction"], real) if not r)
     J_S = np.asarray(jumps["sparsity"])
-    dyn = np.isclose(J_S, dynamics_sparsity)
+    dyn = np.isclose(J_S, dynamics_sparsity) & real
+    size = np.asarray(jumps["size_over_noise"], dtype=float)
     per_sparsity = []
     S = np.asarray(features["sparsity"])
     for k, s in enumerate(np.asarray(models["sparsity"])):
@@ -78,7 +85,8 @@ def summarize_dimensionality(models: Mapping, features: Mapping, jumps: Mapping,
                              "dims_per_feature": float(models["dims_per_feature"][k]),
                              "n_represented": int(models["n_represented"][k]),
                              "share_near_fraction": float(near[sel].mean()) if sel.any() else None,
-                             "jumps": int(np.isclose(J_S, s).sum()),
+                             "jumps": int((np.isclose(J_S, s) & real).sum()),
+                             "moves_within_noise": int((np.isclose(J_S, s) & ~real).sum()),
                              "fractions": dict(Counter(
                                  np.asarray(features["nearest_fraction"], dtype=object)[sel & near]))})
     return {
@@ -91,13 +99,18 @@ def summarize_dimensionality(models: Mapping, features: Mapping, jumps: Mapping,
         "chance_share_in_range": fraction_coverage(fractions, tolerance, lowest - tolerance, 1.0),
         "by_sparsity": per_sparsity,
         "jumps": {
-            "total": int(len(J_S)),
+            "total": int(real.sum()),
             "by_transition": dict(transitions.most_common()),
+            "moves_within_noise": int((~real).sum()),
+            "moves_within_noise_by_transition": dict(small.most_common()),
+            "median_size_over_noise": {"jumps": float(np.median(size[real])) if real.any() else None,
+                                       "moves_within_noise": float(np.median(size[~real])) if (~real).any()
+                                       else None},
             "dynamics_sparsity": dynamics_sparsity,
             "at_dynamics_sparsity": [
-                {"feature": int(f), "step": int(st), "from": a, "to": b}
-                for f, st, a, b, keep in zip(jumps["feature"], jumps["step"], jumps["from_fraction"],
-                                             jumps["to_fraction"], dyn) if keep],
+                {"feature": int(f), "step": int(st), "from": a, "to": b, "size_over_noise": float(z)}
+                for f, st, a, b, z, keep in zip(jumps["feature"], jumps["step"], jumps["from_fraction"],
+                                                jumps["to_fraction"], size, dyn) if keep],
         },
     }
 
@@ -138,11 +151,15 @@ SOURCE = {
                      "feature is not represented for r < 1, gets the dimension for r > 1); sparse enough "
                      "features: superposition (antipodal pair); the trained models' regimes follow the "
                      "analytic boundaries.",
+    "correlated": "features in correlated groups (on together) prefer orthogonal directions, 'local orthogonal "
+                  "bases', with different groups antipodal to each other; anti-correlated features (at most one of "
+                  "a group on) prefer to be antipodal, sharing a dimension; with too little room, correlated "
+                  "features collapse into their principal component (Elhage et al. 2022, correlated features).",
 }
 
 
 def summarize_family(uniform, nonuniform, dim_models, dim_features, jumps, phase_cells, phase_boundary,
-                     fixed_sparsity: float, dynamics_sparsity: float, phase_seeds: int,
+                     correlated: Mapping[str, Mapping], fixed_sparsity: float, dynamics_sparsity: float, phase_seeds: int,
                      fractions: Sequence[Fraction], tolerance: float, jump_settings: Mapping,
                      threshold: float = REPRESENTED_NORM) -> dict:
     """Everything metrics/superposition.json holds: a flat headline, then each experiment with the source."""
@@ -151,7 +168,14 @@ def summarize_family(uniform, nonuniform, dim_models, dim_features, jumps, phase
     dim = summarize_dimensionality(dim_models, dim_features, jumps, fractions, tolerance, dynamics_sparsity,
                                    threshold)
     dim["jumps"]["definition"] = dict(jump_settings)
+    dim["jumps"]["rule"] = (
+        f"a jump is a move between two plateaus of one feature's D_i (running median of {jump_settings['smooth']} "
+        f"snapshots within {jump_settings['tolerance']} of a fraction for >= {jump_settings['min_dwell']} "
+        f"snapshots, at most {jump_settings['max_transition']} snapshots apart) whose levels lie at least "
+        f"{jump_settings['margin']} x the curve's plateau noise apart (robust SD of the raw D_i about its "
+        f"plateaus' levels); smaller moves are counted as moves within noise")
     phase = summarize_phase_diagram(phase_cells, phase_boundary, phase_seeds)
+    corr = summarize_correlated(correlated["models"], correlated["pairs"], correlated["groups"])
     top = uni["by_sparsity"][-1]
     headline = {
         "uniform_sparsest_mean_represented": top["n_represented_mean"],
@@ -162,8 +186,12 @@ def summarize_family(uniform, nonuniform, dim_models, dim_features, jumps, phase
         "share_near_fraction_in_range": dim["share_near_fraction_in_range"],
         "chance_share_in_range": dim["chance_share_in_range"],
         "jumps_total": dim["jumps"]["total"],
+        "moves_within_noise": dim["jumps"]["moves_within_noise"],
         "phase_agreement_best_seed": phase["agreement_best_seed"],
         "phase_boundary_mean_abs_log10_ratio": phase["boundary_mean_abs_log10_ratio"],
+        "correlated_claims_hold": {name: e["claim"]["holds"] for name, e in corr["settings"].items() if "claim" in e},
+        "correlated_collapse": ({r["setting"]: r["collapsed"] for r in corr["collapse"]["denser"]}
+                                if corr["collapse"] else None),
     }
     return {
         "headline": headline,
@@ -171,6 +199,7 @@ def summarize_family(uniform, nonuniform, dim_models, dim_features, jumps, phase
         "phase_change": {**non, "source": SOURCE["phase_change"]},
         "dimensionality": {**dim, "source": SOURCE["dimensionality"]},
         "phase_diagram": {**phase, "source": SOURCE["phase_diagram"]},
+        "correlated": {**corr, "source": SOURCE["correlated"]},
     }
 
 
@@ -205,7 +234,151 @@ def summarize_tables(tables: Mapping[str, Mapping], settings: SummarySettings) -
         uniform=tables["uniform_models"], nonuniform=tables["nonuniform_models"],
         dim_models=tables["dimensionality_models"], dim_features=tables["dimensionality_features"],
         jumps=tables["dimensionality_jumps"], phase_cells=tables["phase_cells"],
-        phase_boundary=tables["phase_boundary"], fixed_sparsity=settings.fixed_sparsity,
+        phase_boundary=tables["phase_boundary"],
+        correlated={k: tables[f"correlated_{k}"] for k in ("models", "pairs", "groups")},
+        fixed_sparsity=settings.fixed_sparsity,
         dynamics_sparsity=settings.dynamics_sparsity, phase_seeds=settings.phase_seeds,
         fractions=parse_fractions(settings.fractions), tolerance=settings.tolerance,
         jump_settings=settings.jumps, threshold=settings.represented_norm)
+
+
+# --- correlated and anti-correlated feature groups -------------------------------------------------------
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float] | None:
+    """Wilson score 95% interval of a proportion k / n (None for n = 0)."""
+    if n == 0:
+        return None
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
+def share(k: int, n: int) -> dict:
+    return {"count": int(k), "of": int(n), "share": float(k / n) if n else None, "ci95": wilson(k, n)}
+
+
+def compare_shares(k1: int, n1: int, k2: int, n2: int) -> dict:
+    """Two shares side by side with Fisher's exact test (two-sided) of equal proportions."""
+    from scipy.stats import fisher_exact
+
+    p = float(fisher_exact([[k1, n1 - k1], [k2, n2 - k2]])[1]) if n1 and n2 else None
+    return {"a": share(k1, n1), "b": share(k2, n2), "fisher_p": p}
+
+
+#: which relation each correlation type is claimed to prefer, and the comparison that tests it
+CORRELATED_CLAIMS = {
+    "correlated": ("same correlated group", "orthogonal",
+                   "correlated features are placed orthogonally (local orthogonal bases)"),
+    "anticorrelated": ("same anticorrelated group", "antipodal",
+                       "anti-correlated features share a dimension as an antipodal pair"),
+}
+
+
+def summarize_correlated(models: Mapping, pairs: Mapping, groups: Mapping) -> dict:
+    """Per setting: the pairs' relations by type; the claim of the setting's kind (anti-correlated settings;
+    of the correlated ones the sparsest, which has the most room) tested against the pairs of different groups
+    in the same models (Fisher's exact test, Wilson intervals); the correlated groups' principal share. Then
+    the collapse: each denser correlated setting's share of aligned within-group pairs against the sparsest
+    one's."""
+    setting = np.asarray(pairs["setting"], dtype=object)
+    ptype = np.asarray(pairs["pair_type"], dtype=object)
+    rel = np.asarray(pairs["relation"], dtype=object)
+    cos = np.asarray(pairs["cos"], dtype=float)
+    m_setting = np.asarray(models["setting"], dtype=object)
+    g_setting = np.asarray(groups["setting"], dtype=object)
+    g_share = np.asarray(groups["principal_share"], dtype=float)
+    out = {}
+    corr = [n for n in dict.fromkeys(m_setting) if models["kind"][np.flatnonzero(m_setting == n)[0]] == "correlated"]
+    sparse = max(corr, key=lambda n: float(models["sparsity"][np.flatnonzero(m_setting == n)[0]])) if corr else None
+    for name in dict.fromkeys(m_setting):  # in config order
+        row = np.flatnonzero(m_setting == name)[0]
+        kind, sparsity = str(models["kind"][row]), float(models["sparsity"][row])
+        here = setting == name
+        by_type = {}
+        for t in dict.fromkeys(ptype[here]):
+            sel = here & (ptype == t)
+            by_type[t] = {"pairs": int(sel.sum()), "mean_cos": float(cos[sel].mean()),
+                          "relations": {r: share(int((rel[sel] == r).sum()), int(sel.sum()))
+                                        for r in ("orthogonal", "antipodal", "aligned", "other")}}
+        entry = {"kind": kind, "sparsity": sparsity, "models": int((m_setting == name).sum()), "pairs": by_type}
+        # the claim of its kind: every anti-correlated setting; the sparsest correlated one (the room it needs)
+        if kind == "anticorrelated" or name == sparse:
+            within, relation, claim = CORRELATED_CLAIMS[kind]
+            a, b = here & (ptype == within), here & (ptype == "different groups")
+            test = compare_shares(int((rel[a] == relation).sum()), int(a.sum()),
+                                  int((rel[b] == relation).sum()), int(b.sum()))
+            ca, cb = test["a"]["ci95"], test["b"]["ci95"]
+            entry["claim"] = {"source": claim, "relation": relation, "within_group": test["a"],
+                              "different_groups": test["b"], "fisher_p": test["fisher_p"],
+                              "holds": bool(ca is not None and cb is not None and ca[0] > cb[1]
+                                            and test["a"]["share"] > 0.5)}
+        gsel = g_setting == name
+        if gsel.any():
+            entry["principal_share"] = {"mean": float(np.nanmean(g_share[gsel])), "groups": int(gsel.sum())}
+        out[name] = entry
+    collapse = None
+    if len(corr) >= 2:
+        aligned = {n: out[n]["pairs"].get("same correlated group", {}).get("relations", {}).get("aligned")
+                   for n in corr}
+        rows = []
+        for n in corr:
+            if n == sparse or aligned[n] is None or aligned[sparse] is None:
+                continue
+            test = compare_shares(aligned[n]["count"], aligned[n]["of"], aligned[sparse]["count"],
+                                  aligned[sparse]["of"])
+            ca, cb = test["a"]["ci95"], test["b"]["ci95"]
+            rows.append({"setting": n, "sparsity": out[n]["sparsity"], "aligned_within_group": test["a"],
+                         "principal_share": out[n].get("principal_share", {}).get("mean"),
+                         "fisher_p": test["fisher_p"],
+                         "collapsed": bool(ca is not None and cb is not None and ca[0] > cb[1]
+                                           and test["a"]["share"] > 0.5)})
+        collapse = {"source": "with too little room (denser features), correlated features collapse into their "
+                              "principal component: the group's columns align",
+                    "reference": sparse, "reference_aligned_within_group": aligned[sparse],
+                    "reference_principal_share": out[sparse].get("principal_share", {}).get("mean"),
+                    "denser": rows}
+    return {"settings": out, "collapse": collapse,
+            "rule": f"a pair of represented features is orthogonal when |cos| < {ORTHOGONAL_COS}, antipodal when "
+                    f"cos < -{ALIGNED_COS}, aligned when cos > {ALIGNED_COS}; a claim holds when the 95% Wilson interval of its relation's share "
+                    "among within-group pairs lies above that among pairs of different groups in the same "
+                    "models, and the share exceeds one half (Fisher's exact test p beside it)"}
+
+
+def findings(documents: Mapping) -> list[str]:
+    """The family's sentences of the run's findings (tinylens.findings). ``documents``: ``superposition``
+    (metrics/superposition.json)."""
+    from tinylens.findings import get, num, percent
+
+    h = get(documents["superposition"], "headline")
+    out = [f"Five sparse features in two dimensions: at the sparsest setting {num(get(h, 'uniform_sparsest_mean_represented'))} "
+           f"of 5 are represented on average, as a pentagon in {percent(get(h, 'uniform_sparsest_pentagon_share'))} "
+           "of the seeds."]
+    crossing = get(h, "crossing_odd_sparsity")
+    out.append(f"With one feature sparser than the others, the pentagon's and the two digons' losses cross at the odd "
+               f"feature's sparsity {num(crossing, 4)} ({num(get(h, 'crossing_relative_density'), 2)} times the "
+               "others' density)." if crossing is not None else
+               "With one feature sparser than the others, the pentagon's and the two digons' losses do not cross "
+               "exactly once on the grid.")
+    near, chance = get(h, "share_near_fraction_in_range"), get(h, "chance_share_in_range")
+    jumps, small = get(h, "jumps_total"), h.get("moves_within_noise")
+    rule = ("" if small is None  # metrics from before the noise rule: their count is of every move
+            else f" that clear the curve's own noise (and {small} smaller moves within it)")
+    out.append(f"{percent(near)} of the feature dimensionalities in the fractions' range lie near a simple fraction "
+               f"(a uniform spread would put {percent(chance)} there); D_i makes {jumps} "
+               f"jump{'' if jumps == 1 else 's'} between fractions over training{rule}.")
+    out.append(f"The trained n = 2, m = 1 models' regime matches the analytic one in "
+               f"{percent(get(h, 'phase_agreement_best_seed'))} of the phase diagram's cells (best seed per cell).")
+    claims, collapse = h.get("correlated_claims_hold"), h.get("correlated_collapse")
+    if claims:
+        said = {"correlated": "correlated features orthogonal within their group",
+                "anticorrelated": "anti-correlated features antipodal"}
+        parts = [f"{said.get(documents['superposition']['correlated']['settings'][n]['kind'], n)} "
+                 f"({'holds' if ok else 'does not hold'})" for n, ok in claims.items()]
+        if collapse:
+            parts += [f"denser correlated features collapsed onto their principal component "
+                      f"({'holds' if ok else 'does not hold'}, {n})" for n, ok in collapse.items()]
+        out.append("Feature groups in two dimensions, each claim against the pairs of different groups "
+                   "(Wilson intervals apart): " + "; ".join(parts) + ".")
+    return out

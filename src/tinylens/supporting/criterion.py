@@ -140,16 +140,19 @@ def permutation_null(top: np.ndarray, rank: np.ndarray, k: int, permutations: in
 
 
 def evaluate_block(counts: np.ndarray, ffwd: np.ndarray, directions: np.ndarray, k: int, truncate_mass: float,
-                   top_mass: float) -> dict[str, np.ndarray]:
+                   top_mass: float, converged: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The criterion for one block and one set of subspaces, per prompt.
 
     counts: ``[prompt vocab]`` the block-alone approximation (integer counts); ffwd: ``[prompt d_model]``;
-    directions: ``[vocab d_model]``. Returns ``empty``, ``top`` (mask), ``top_n``, ``rank_abs``,
-    ``rank_signed``, ``holds_abs``, ``holds_signed``.
+    directions: ``[vocab d_model]``; converged: ``[vocab]`` whose subspace converged (default: all).
+    Returns ``empty``, ``unconverged`` (a top token's subspace did not converge: left out of the rates),
+    ``top`` (mask), ``top_n``, ``rank_abs``, ``rank_signed``, ``holds_abs``, ``holds_signed``.
     """
     counts = np.asarray(counts)
     top = top_tokens(counts, truncate_mass, top_mass)
-    out = {"empty": counts.sum(axis=-1) == 0, "top": top, "top_n": top.sum(axis=-1)}
+    ok = np.ones(counts.shape[-1], dtype=bool) if converged is None else np.asarray(converged, dtype=bool)
+    out = {"empty": counts.sum(axis=-1) == 0, "unconverged": (top & ~ok).any(axis=-1), "top": top,
+           "top_n": top.sum(axis=-1)}
     for name, signed in (("abs", False), ("signed", True)):
         rank = descending_ranks(subspace_scores(ffwd, directions, signed), base=0, ties="by_position")
         out[f"rank_{name}"] = rank
@@ -158,10 +161,13 @@ def evaluate_block(counts: np.ndarray, ffwd: np.ndarray, directions: np.ndarray,
 
 
 def summarize_block(result: dict[str, np.ndarray], vocab: int, k: int, permutations: int, seed: int) -> dict:
-    """Rates over the non-empty prompts, in percent, with the chance level both ways."""
-    use = ~result["empty"]
+    """Rates over the non-empty prompts whose top tokens' subspaces all converged, in percent, with the
+    chance level both ways."""
+    unconverged = result.get("unconverged", np.zeros_like(result["empty"]))
+    use = ~result["empty"] & ~unconverged
     n = result["top_n"][use]
-    out = {"prompts": int(len(use)), "empty": int((~use).sum()), "used": int(use.sum())}
+    out = {"prompts": int(len(use)), "empty": int(result["empty"].sum()),
+           "excluded_unconverged": int((unconverged & ~result["empty"]).sum()), "used": int(use.sum())}
     if not use.any():
         return out
     out["top_n"] = {"mean": round(float(n.mean()), 4),
@@ -193,21 +199,60 @@ class CriterionSettings:
     top_mass: float  # top_n: the fewest tokens holding > this of the cut approximation
     permutations: int  # permutation-null draws
     seed: int  # seed of those draws
+    aligned_prompts: tuple[int, ...] = ()  # prompt ids whose aligned subspaces are listed per block
+    aligned_top: int = 5  # tokens listed per block
+
+
+def subspace_arrays(subspaces: dict[int, dict[str, np.ndarray]]) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """Each stage's loaded subspace tensors (:func:`tinylens.supporting.inputs.load_subspaces`) ->
+    ``(directions, converged)``: stage -> ``[vocab d_model]`` float64, stage -> ``[vocab]`` bool."""
+    return ({s: t["direction"].astype(np.float64) for s, t in subspaces.items()},
+            {s: np.asarray(t["converged"]) > 0.5 for s, t in subspaces.items()})
+
+
+def aligned_subspaces(ffwd: Sequence[np.ndarray], directions: np.ndarray, vocab: Sequence[str], top: int,
+                      converged: np.ndarray | None = None) -> list[list[dict]]:
+    """For one prompt, per block, the ``top`` tokens whose subspace its feed-forward output aligns with
+    most, by ``|cos(v_t, ffwd_b)|`` (the paper's per-query lists): ``[{"token", "cosine", "rank",
+    "converged"}, ...]`` per block. ffwd: per block ``[d_model]``; directions: ``[vocab d_model]``."""
+    ok = np.ones(len(vocab), dtype=bool) if converged is None else np.asarray(converged, dtype=bool)
+    out = []
+    for f in ffwd:
+        cos = cosine_matrix(np.asarray(f, dtype=np.float64)[None], directions)[0]
+        order = np.argsort(-np.abs(cos), kind="stable")[:top]
+        out.append([{"token": vocab[t], "cosine": round(float(cos[t]), 6), "rank": i + 1, "converged": bool(ok[t])}
+                    for i, t in enumerate(order)])
+    return out
+
+
+def aligned_for_prompts(wanted: Sequence[int], prompt_ids: np.ndarray, strings: Sequence[str],
+                        ffwd: Sequence[np.ndarray], directions: np.ndarray, vocab: Sequence[str], top: int,
+                        converged: np.ndarray | None = None) -> dict[str, dict]:
+    """:func:`aligned_subspaces` of each ``wanted`` prompt id present among ``prompt_ids`` (rows of
+    ``strings`` and of each block's ``ffwd`` ``[prompt d_model]``): ``{id: {"string", "blocks"}}``."""
+    out = {}
+    for pid in wanted:
+        rows = np.flatnonzero(np.asarray(prompt_ids) == pid)
+        if len(rows):
+            out[str(pid)] = {"string": strings[rows[0]],
+                             "blocks": aligned_subspaces([f[rows[0]] for f in ffwd], directions, vocab, top, converged)}
+    return out
 
 
 def criterion_by_block(alone: np.ndarray, ffwd: list[np.ndarray], directions: dict[int, np.ndarray],
-                       prompt_ids: np.ndarray, vocab: Sequence[str], k: int,
-                       settings: CriterionSettings) -> tuple[dict[str, list], dict[str, dict]]:
+                       prompt_ids: np.ndarray, vocab: Sequence[str], k: int, settings: CriterionSettings,
+                       converged: dict[int, np.ndarray] | None = None) -> tuple[dict[str, list], dict[str, dict]]:
     """The criterion for every block and subspace variant whose stage was learned.
 
     alone: ``[prompt block vocab]`` each block's approximation alone (integer counts); ffwd: per block
-    ``[prompt d_model]``; directions: stage -> ``[vocab d_model]``; vocab: the token characters.
+    ``[prompt d_model]``; directions: stage -> ``[vocab d_model]``; converged: stage -> ``[vocab]`` whose
+    subspace converged (default: all); vocab: the token characters.
     Returns the per-prompt rows (the columns of ``criterion_schema`` but ``mode``) and, per block
     (as text) and variant, :func:`summarize_block`'s rates with the stage used.
     """
     n_prompts, n_layer, n_vocab = alone.shape
-    rows: dict[str, list] = {c: [] for c in ("prompt_id", "block", "subspaces", "stage", "empty", "top_n",
-                                             "top_tokens", "holds_abs", "holds_signed")}
+    rows: dict[str, list] = {c: [] for c in ("prompt_id", "block", "subspaces", "stage", "empty", "unconverged",
+                                             "top_n", "top_tokens", "holds_abs", "holds_signed")}
     blocks: dict[str, dict] = {}
     for b in range(n_layer):
         blocks[str(b)] = {}
@@ -217,7 +262,7 @@ def criterion_by_block(alone: np.ndarray, ffwd: list[np.ndarray], directions: di
             if stage is None:
                 continue
             result = evaluate_block(alone[:, b], ffwd[b], directions[stage], k, settings.truncate_mass,
-                                    settings.top_mass)
+                                    settings.top_mass, None if converged is None else converged.get(stage))
             blocks[str(b)][variant] = {"stage": stage,
                                        **summarize_block(result, n_vocab, k, settings.permutations, settings.seed)}
             rows["prompt_id"] += list(prompt_ids)
@@ -225,6 +270,7 @@ def criterion_by_block(alone: np.ndarray, ffwd: list[np.ndarray], directions: di
             rows["subspaces"] += [variant] * n_prompts
             rows["stage"] += [stage] * n_prompts
             rows["empty"] += list(result["empty"])
+            rows["unconverged"] += list(result["unconverged"])
             rows["top_n"] += list(result["top_n"])
             rows["top_tokens"] += ["".join(vocab[t] for t in order[i, : result["top_n"][i]])
                                    for i in range(n_prompts)]

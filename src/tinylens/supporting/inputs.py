@@ -59,12 +59,13 @@ def extend_columns(columns: dict[str, list], more: Mapping[str, Sequence]) -> No
 
 
 #: Tensors of a subspace file (safetensors): see :func:`save_subspaces`.
-SUBSPACE_TENSORS = ("samples", "direction", "median_norm", "singular", "singular_centred")
+SUBSPACE_TENSORS = ("samples", "direction", "median_norm", "singular", "singular_centred", "converged")
 
 
 def save_subspaces(path: str | Path, stage: int, vocab: str, tensors: dict[str, np.ndarray | Tensor]) -> None:
     """``samples`` [token K d_model], ``direction`` [token d_model], ``median_norm`` [token], ``singular``,
-    ``singular_centred`` [token min(K, d_model)]; the stage and the vocabulary in the metadata."""
+    ``singular_centred`` [token min(K, d_model)], ``converged`` [token] (1 or 0); the stage and the vocabulary
+    in the metadata."""
     missing = set(SUBSPACE_TENSORS) - set(tensors)
     if missing:
         raise ValueError(f"subspace tensors missing: {sorted(missing)}")

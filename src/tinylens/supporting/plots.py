@@ -176,22 +176,22 @@ def make_criterion(criterion: Mapping) -> Figure:
     fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes), 4.4), sharey=True, squeeze=False)
     for ax, (mode, rows) in zip(axes[0], modes.items()):
         rows = sorted(rows, key=lambda r: r["block"])
-        blocks = np.array([r["block"] for r in rows])
+        blocks = np.array([r["block"] + 1 for r in rows])  # the metrics count blocks from 0, figures from 1
         for j, variant in enumerate(("end_of_model", "same_stage")):
             have = [r for r in rows if f"{variant}_abs" in r]
             if not have:
                 continue
-            b = [r["block"] for r in have]
+            b = [r["block"] + 1 for r in have]
             ax.plot(b, [r[f"{variant}_abs"] for r in have], "o-", color=f"C{j}", label=f"{variant.replace('_', ' ')}, |cos|")
             ax.plot(b, [r[f"{variant}_signed"] for r in have], "o:", color=f"C{j}", alpha=0.7,
                     label=f"{variant.replace('_', ' ')}, signed cos")
-            paper = [(r["block"], r[f"paper_{variant}"]) for r in rows if r.get(f"paper_{variant}") is not None]
+            paper = [(r["block"] + 1, r[f"paper_{variant}"]) for r in rows if r.get(f"paper_{variant}") is not None]
             if paper:
                 ax.plot(*zip(*paper), "x", color=f"C{j}", ms=9, mew=2, label=f"paper, {variant.replace('_', ' ')}")
         have = [r for r in rows if "end_of_model_chance_exact" in r]
-        ax.plot([r["block"] for r in have], [r["end_of_model_chance_exact"] for r in have], "s--", color="grey",
+        ax.plot([r["block"] + 1 for r in have], [r["end_of_model_chance_exact"] for r in have], "s--", color="grey",
                 ms=4, label="chance, C(k,n)/C(V,n)")
-        ax.errorbar([r["block"] for r in have], [r["end_of_model_permutation_null_abs"] for r in have],
+        ax.errorbar([r["block"] + 1 for r in have], [r["end_of_model_permutation_null_abs"] for r in have],
                     yerr=[r["end_of_model_permutation_null_abs_std"] for r in have], fmt="^", color="black", ms=4,
                     capsize=3, label="permutation null (mean ± std)")
         lo, hi = criterion["paper"]["chance_percent"]
@@ -200,4 +200,37 @@ def make_criterion(criterion: Mapping) -> Figure:
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     axes[0][0].set_ylabel("prompts meeting the criterion (%)")
+    return fig
+
+
+def make_attention_vs_ffwd(tables: Mapping[str, Mapping[str, np.ndarray]]) -> Figure:
+    """Per block, box plots over the evaluation prompts of |ffwd| / |sa| (log scale, 1 dashed),
+    cos(ffwd, sa), cos(ffwd, out) and cos(sa, out); one box per mode side by side. ``tables``: the
+    block_contributions table's columns per mode."""
+    panels = [("norm_ratio", "|ffwd_b| / |sa_b|"), ("cos_ffwd_sa", "cos(ffwd_b, sa_b)"),
+              ("cos_ffwd_out", "cos(ffwd_b, block output)"), ("cos_sa_out", "cos(sa_b, block output)")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2))
+    width = 0.8 / max(len(tables), 1)
+    for ax, (key, label) in zip(axes, panels):
+        for i, (mode, cols) in enumerate(tables.items()):
+            block = np.asarray(cols["block"])
+            blocks = np.unique(block)
+            values = [np.asarray(cols[key], dtype=np.float64)[block == b] for b in blocks]
+            values = [v[np.isfinite(v)] for v in values]
+            pos = blocks + 1 + (i - (len(tables) - 1) / 2) * width
+            parts = ax.boxplot(values, positions=pos, widths=width * 0.9, showfliers=False, patch_artist=True,
+                               manage_ticks=False, medianprops={"color": "black", "lw": 2})
+            for box in parts["boxes"]:
+                box.set(facecolor=f"C{i}", alpha=0.5)
+            ax.plot([], [], "s", color=f"C{i}", alpha=0.5, label=MODE_TITLES.get(mode, mode))
+        if key == "norm_ratio":
+            ax.set_yscale("log")
+            ax.axhline(1.0, color="grey", ls="--", lw=1)
+        else:
+            ax.axhline(0.0, color="grey", ls="--", lw=1)
+        ax.set(xlabel="block", title=label)
+        ax.set_xticks(range(1, len(np.unique(np.concatenate([np.asarray(c["block"]) for c in tables.values()]))) + 1))
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    axes[0].set_ylabel("over evaluation prompts (box: quartiles, whiskers 1.5 IQR)")
     return fig

@@ -35,6 +35,7 @@ def criterion_schema() -> Schema:
         "subspaces": pa.string(),  # end_of_model | same_stage
         "stage": pa.int8(),  # the stage whose subspaces rank the tokens
         "empty": pa.bool_(),  # no string above the block's tuned threshold: left out of the rates
+        "unconverged": pa.bool_(),  # a top token's subspace did not converge: left out of the rates
         "top_n": pa.int16(),  # tokens holding > 90% of the truncated approximation
         "top_tokens": pa.string(),  # those tokens, most likely first
         "holds_abs": pa.bool_(),  # criterion with ranks by |cos|
@@ -77,6 +78,19 @@ ENDPOINT_SCHEMA = Schema("feed-forward-only endpoint", {
 })
 
 
+CONTRIBUTIONS_SCHEMA = Schema("attention and feed-forward per block", {
+    "mode": pa.string(),
+    "prompt_id": pa.int32(),
+    "block": pa.int8(),  # 0-based
+    "sa_norm": pa.float64(),  # |sa_b|, last position
+    "ffwd_norm": pa.float64(),  # |ffwd_b|
+    "norm_ratio": pa.float64(),  # |ffwd_b| / |sa_b| (inf when sa_b = 0)
+    "cos_ffwd_sa": pa.float64(),  # cos(ffwd_b, sa_b)
+    "cos_ffwd_out": pa.float64(),  # cos(ffwd_b, out_b), out_b = x_b + sa_b + ffwd_b
+    "cos_sa_out": pa.float64(),  # cos(sa_b, out_b)
+})
+
+
 def tokens_schema(n_singular: int) -> Schema:
     """One row per (stage, token)."""
     return Schema("token subspaces", {
@@ -85,6 +99,8 @@ def tokens_schema(n_singular: int) -> Schema:
         "token": pa.string(),
         "reached": pa.bool_(),  # the joint test passed within the step budget
         "stopped_step": pa.int32(),  # steps taken when it passed; -1 if it never did
+        "plateau_step": pa.int32(),  # steps taken when its joint NLL stopped improving (plateau rule); -1 if never
+        "converged": pa.bool_(),  # reached, or stopped on the plateau rule: the criterion uses only these
         "joint_nll": pa.float64(),  # mean NLL over the K samples at the end
         "samples_reached": pa.int32(),  # samples whose own NLL is below the target at the end
         "singular": pa.list_(pa.float64(), n_singular),  # uncentred, descending

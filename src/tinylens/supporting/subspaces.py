@@ -43,6 +43,7 @@ class Learned:
 
     samples: Tensor  # [token K d_model] float32, as they were when the token stopped
     stopped_step: np.ndarray  # [token] optimiser steps taken when the joint test passed; -1 if never
+    plateau_step: np.ndarray  # [token] steps taken when its joint NLL stopped improving (plateau rule); -1 if never
     joint_nll: np.ndarray  # [token] mean NLL of the token over its K samples, at the end
     sample_nll: np.ndarray  # [token K] each sample's NLL, at the end
     steps: int  # the step budget
@@ -55,11 +56,15 @@ def _token_logits(model: Transformer, start: int, vectors: Tensor) -> Tensor:
 
 def learn_token_vectors(model: Transformer, start: int, tokens: Sequence[int], samples: int, *, lr: float,
                         weight_decay: float, target_nll: float, max_steps: int, seed: int = 0,
+                        plateau_window: int = 0, plateau_tolerance: float = 0.0,
                         init: Tensor | None = None, progress: bool = False) -> Learned:
     """Learn ``samples`` vectors per token at stage ``start`` (see the module docstring).
 
     The joint test is made before every step (step 0 tests the initial vectors); a token
-    that has not passed it after ``max_steps`` steps keeps its last vectors. ``init``
+    that has not passed it after ``max_steps`` steps keeps its last vectors. The plateau rule
+    (``plateau_window > 0``): a token also stops, converged though short of the target, when its
+    joint NLL fell by less than ``plateau_tolerance`` of its value ``plateau_window`` steps before
+    (the target may lie beyond what the final LayerNorm lets one vector reach). ``init``
     ``[token K d_model]`` replaces the ``N(0, 1)`` draw from ``seed``.
     """
     model.eval()
@@ -74,6 +79,8 @@ def learn_token_vectors(model: Transformer, start: int, tokens: Sequence[int], s
     init = init.to(device=device, dtype=torch.float32)
     result = init.clone()
     stopped = np.full(n_tok, -1, dtype=np.int64)
+    plateau = np.full(n_tok, -1, dtype=np.int64)
+    history = np.full((n_tok, max_steps + 1), np.nan)  # each token's joint NLL before every step
     active = np.arange(n_tok)
     targets_all = torch.as_tensor(list(tokens), dtype=torch.long, device=device)
     param = torch.nn.Parameter(init.reshape(-1, d).clone())
@@ -87,12 +94,19 @@ def learn_token_vectors(model: Transformer, start: int, tokens: Sequence[int], s
             targets = targets_all[torch.from_numpy(active).to(device)].repeat_interleave(samples)
             nll = F.cross_entropy(_token_logits(model, start, param), targets, reduction="none")
             joint = nll.view(len(active), samples).mean(1)  # one test per token over its K samples
-            passed = (joint < target_nll).detach().cpu().numpy()
-            done = passed | (step == max_steps)  # at the end of the budget every token stops
+            joint_now = joint.detach().double().cpu().numpy()
+            history[active, step] = joint_now
+            passed = joint_now < target_nll
+            flat = np.zeros(len(active), dtype=bool)
+            if plateau_window > 0 and step >= plateau_window:
+                before = history[active, step - plateau_window]
+                flat = ~passed & (before - joint_now < plateau_tolerance * before)
+            done = passed | flat | (step == max_steps)  # at the end of the budget every token stops
             if done.any():
                 done_t = torch.from_numpy(done).to(device)
                 result[torch.from_numpy(active[done]).to(device)] = param.detach().view(len(active), samples, d)[done_t]
                 stopped[active[passed]] = step
+                plateau[active[flat]] = step
             keep = ~done
             if not keep.any():
                 break
@@ -112,7 +126,8 @@ def learn_token_vectors(model: Transformer, start: int, tokens: Sequence[int], s
         flat = result.reshape(-1, d)
         nll = F.cross_entropy(_token_logits(model, start, flat), targets_all.repeat_interleave(samples),
                               reduction="none").view(n_tok, samples).double().cpu().numpy()
-    return Learned(samples=result.cpu(), stopped_step=stopped, joint_nll=nll.mean(1), sample_nll=nll, steps=max_steps)
+    return Learned(samples=result.cpu(), stopped_step=stopped, plateau_step=plateau, joint_nll=nll.mean(1),
+                   sample_nll=nll, steps=max_steps)
 
 
 def _compact(param: torch.nn.Parameter, optimiser: torch.optim.AdamW, keep: np.ndarray, samples: int, lr: float,
@@ -218,12 +233,14 @@ class StageAnalysis:
 
 def analyse_stage(model: Transformer, stage: int, vocab: str, pairs: Sequence[tuple[int, int]], samples: int, *,
                   lr: float, weight_decay: float, target_nll: float, max_steps: int, seed: int,
+                  plateau_window: int = 0, plateau_tolerance: float = 0.0,
                   device: torch.device | str = "cpu", progress: bool = False) -> StageAnalysis:
     """Learn ``samples`` vectors for every token of ``vocab`` at ``stage`` (on ``device``), their
     subspaces, each token's probability from its direction alone, and the pairs' mixtures (on the CPU)."""
     tokens = list(range(len(vocab)))
     learned = learn_token_vectors(model.to(device), stage, tokens, samples, lr=lr, weight_decay=weight_decay,
-                                  target_nll=target_nll, max_steps=max_steps, seed=seed, progress=progress)
+                                  target_nll=target_nll, max_steps=max_steps, seed=seed,
+                                  plateau_window=plateau_window, plateau_tolerance=plateau_tolerance, progress=progress)
     model = model.cpu()
     learned_samples = learned.samples.cpu()
     sub = token_subspaces(learned_samples)
@@ -233,6 +250,8 @@ def analyse_stage(model: Transformer, stage: int, vocab: str, pairs: Sequence[tu
         "token": list(vocab),
         "reached": learned.stopped_step >= 0,
         "stopped_step": learned.stopped_step.astype(np.int32),
+        "plateau_step": learned.plateau_step.astype(np.int32),
+        "converged": (learned.stopped_step >= 0) | (learned.plateau_step >= 0),
         "joint_nll": learned.joint_nll,
         "samples_reached": (learned.sample_nll < target_nll).sum(1).astype(np.int32),
         "singular": sub.singular,
@@ -244,5 +263,6 @@ def analyse_stage(model: Transformer, stage: int, vocab: str, pairs: Sequence[tu
         "self_probability": self_probability(model, stage, tokens, sub),
     }
     tensors = {"samples": learned_samples, "direction": sub.direction, "median_norm": sub.median_norm,
-               "singular": sub.singular, "singular_centred": sub.singular_centred}
+               "singular": sub.singular, "singular_centred": sub.singular_centred,
+               "converged": columns["converged"].astype(np.float32)}
     return StageAnalysis(tensors, columns, mixture_distributions(model, stage, sub, pairs))

@@ -8,16 +8,17 @@ import numpy as np
 
 from tinylens.approx import describe
 from tinylens.supporting import published
+from tinylens.supporting.contributions import contributions_section
 
 
 def ablation_section(summary: Mapping, n_blocks: int) -> dict:
-    """``summary``: :func:`summarize_ablation`. Adds, per mode, a per-block table
+    """``summary``: :func:`summarize_ablation`. Adds, per mode, a per-block table (blocks 0-based)
     with the paper's means beside ours (mean over seeds; the paper's table is the one-token variant)."""
     comparison = {}
     for mode, contexts in summary.items():
         rows = []
         for b in range(n_blocks):
-            row = {"block": b + 1}
+            row = {"block": b}  # 0-based, as in every metrics file and table
             for variant in ("drop_sa", "drop_ffwd"):
                 row[f"paper_{variant}"] = published.ABLATION[variant].get(b)
                 for context, variants in contexts.items():
@@ -38,7 +39,7 @@ def criterion_section(per_mode: Mapping[str, Mapping], n_blocks: int) -> dict:
         rows = []
         for b in reversed(range(n_blocks)):
             entry = s["blocks"][str(b)]
-            row = {"block": b + 1, "paper_end_of_model": published.CRITERION_END_OF_MODEL.get(b),
+            row = {"block": b, "paper_end_of_model": published.CRITERION_END_OF_MODEL.get(b),
                    "paper_same_stage": published.CRITERION_SAME_STAGE.get(b)}
             for variant in ("end_of_model", "same_stage"):
                 e = entry.get(variant)
@@ -51,6 +52,7 @@ def criterion_section(per_mode: Mapping[str, Mapping], n_blocks: int) -> dict:
                 row[f"{variant}_permutation_null_abs_std"] = e["permutation_null_abs"]["std"]
                 row[f"{variant}_used"] = e["used"]
                 row[f"{variant}_empty"] = e["empty"]
+                row[f"{variant}_excluded_unconverged"] = e.get("excluded_unconverged", 0)
             rows.append(row)
         comparison[mode] = rows
     return {"paper": {"end_of_model": {str(b): x for b, x in published.CRITERION_END_OF_MODEL.items()},
@@ -59,9 +61,10 @@ def criterion_section(per_mode: Mapping[str, Mapping], n_blocks: int) -> dict:
             "comparison": comparison, "modes": dict(per_mode)}
 
 
-def subspace_section(per_stage: Mapping[int, Mapping], n_layer: int) -> dict:
+def subspace_section(per_stage: Mapping[int, Mapping], n_layer: int, fits: Mapping[int, np.ndarray] | None = None) -> dict:
     """``per_stage``: :func:`summarize_stage` by stage. Adds the paper's
-    check (sigma_1 > 6 sigma_2 for 'a' at the input of ln_f) beside ours."""
+    check (sigma_1 > 6 sigma_2 for 'a' at the input of ln_f) beside ours, and, from ``fits`` (stage ->
+    :func:`rank_fit`), the test that earlier stages fit worse even at higher rank."""
     end = per_stage.get(n_layer, {})
     token = published.SUBSPACE_SIGMA_RATIO["token"]
     ours = end.get("by_token", {}).get(token, {})
@@ -70,6 +73,7 @@ def subspace_section(per_stage: Mapping[int, Mapping], n_layer: int) -> dict:
         "a_at_ln_f_input": {"sigma_ratio": ours.get("sigma_ratio"), "sigma_ratio_centred": ours.get("sigma_ratio_centred"),
                             "self_probability": ours.get("self_probability")},
         "stages": {str(s): dict(v) for s, v in per_stage.items()},
+        "earlier_stages_fit_worse": earlier_stages_fit_worse(fits or {}, n_layer),
     }
 
 
@@ -81,31 +85,40 @@ def split_by_mode(columns: Mapping[str, Sequence], modes: Sequence[str]) -> dict
 
 def family_metrics(ablation: Mapping[int, Mapping[str, np.ndarray]], scaling: Mapping[str, dict],
                    noise: Mapping[str, dict], endpoint: Mapping[str, dict], stages: Mapping[int, Mapping],
-                   criterion: Mapping[str, Mapping], n_blocks: int) -> dict:
+                   criterion: Mapping[str, Mapping], n_blocks: int, contributions: Mapping[str, dict],
+                   model: Mapping, fits: Mapping[int, np.ndarray] | None = None) -> dict:
     """The family's metrics JSON: the headline and one section per analysis, the paper's numbers
-    beside ours. ``ablation``: each seed's table; ``scaling``, ``noise``, ``endpoint``: per mode (as
-    :func:`split_by_mode` gives); ``stages``: :func:`summarize_stage` of each stage; ``criterion``:
-    each mode's criterion JSON."""
+    beside ours. ``ablation``: each seed's table; ``scaling``, ``noise``, ``endpoint``, ``contributions``:
+    per mode (as :func:`split_by_mode` gives); ``stages``: :func:`summarize_stage` of each stage;
+    ``criterion``: each mode's criterion JSON; ``model``: the model's vocab_size, block_size, n_embed
+    and n_layer (the feed-forward parameter share)."""
     modes = list(scaling)
     sections = {
         "ablation": ablation_section(summarize_ablation(ablation), n_blocks),
         "criterion": criterion_section(criterion, n_blocks),
-        "token_subspaces": subspace_section(stages, n_blocks),
+        "token_subspaces": subspace_section(stages, n_blocks, fits),
         "final_layernorm": {"paper": published.FINAL_LAYERNORM,
                             "modes": {m: {"scaling": summarize_scaling(scaling[m]), "noise": summarize_noise(noise[m])}
                                       for m in modes}},
         "ffwd_endpoint": {m: summarize_endpoint(endpoint[m]) for m in modes},
+        "attention_vs_ffwd": contributions_section(contributions, n_blocks, model),
     }
     return {"headline": headline(sections["ablation"], sections["criterion"], sections["token_subspaces"],
                                  {m: v["scaling"] for m, v in sections["final_layernorm"]["modes"].items()},
-                                 sections["ffwd_endpoint"], list(stages)),
+                                 sections["ffwd_endpoint"], list(stages), sections["attention_vs_ffwd"]),
             **sections}
 
 
 def headline(ablation: Mapping, criterion: Mapping, subspaces: Mapping, scaling: Mapping, endpoint: Mapping,
-             stages: Sequence[int], mode: str = "corpus") -> dict[str, float | None]:
-    """A flat table of the few numbers to look at first (the paper's prompt mode)."""
-    out: dict[str, float | None] = {}
+             stages: Sequence[int], contributions: Mapping, mode: str = "corpus") -> dict[str, float | None]:
+    """A flat table of the few numbers to look at first, on ``mode``'s prompts: by default the corpus mode, whose
+    prompts are drawn from the searched strings as the paper's were (the comparison table reads the ``paper``
+    mode, the paper's own prompt set). Blocks 0-based in the keys, as everywhere in the metrics."""
+    out: dict[str, float | None] = {"ffwd_parameter_percent": contributions["ffwd_parameter_share"]["ours"]["percent"]}
+    for row in contributions["modes"].get(mode, []):
+        out[f"ffwd_sa_norm_ratio_median_block{row['block']}"] = row["norm_ratio"].get("median")
+        out[f"ffwd_longer_share_block{row['block']}"] = row["ffwd_longer"]["share"]
+        out[f"ffwd_closer_to_output_share_block{row['block']}"] = row["ffwd_closer_to_output"]["share"]
     for row in ablation["comparison"].get(mode, []):
         for key in ("one_token_drop_sa", "one_token_drop_ffwd", "full_drop_sa", "full_drop_ffwd"):
             out[f"ablation_{key}_block{row['block']}"] = row.get(key)
@@ -206,12 +219,21 @@ def summarize_stage(cols: dict, target_nll: float, samples: int) -> dict:
         return {"min": _f(q[0]), "q25": _f(q[1]), "median": _f(q[2]), "q75": _f(q[3]), "max": _f(q[4]),
                 "infinite": int((~np.isfinite(v)).sum())}
 
+    converged = np.asarray(cols["converged"], dtype=bool)
+    fit = rank_fit(np.asarray(cols["singular"], dtype=np.float64))
     return {
         "tokens": len(tokens),
         "samples_per_token": samples,
         "target_nll": target_nll,
         "tokens_reached": int(np.sum(cols["reached"])),
         "tokens_not_reached": [t for t, r in zip(tokens, cols["reached"]) if not r],
+        "tokens_converged": int(converged.sum()),
+        "tokens_not_converged": [t for t, c in zip(tokens, converged) if not c],
+        "tokens_plateaued": int(np.sum(np.asarray(cols["plateau_step"]) >= 0)),
+        "joint_nll": spread(np.asarray(cols["joint_nll"], dtype=np.float64)),
+        # the share of the samples' squared norm the first r singular directions hold (1: a line fits exactly)
+        "rank_fit": {str(r): spread(fit[:, r - 1]) for r in RANKS if r <= fit.shape[1]},
+        "rank_fit_converged": {str(r): spread(fit[converged, r - 1]) for r in RANKS if r <= fit.shape[1]},
         "samples_reached": int(np.sum(cols["samples_reached"])),
         "sigma_ratio": spread(ratio),
         "sigma_ratio_centred": spread(centred),
@@ -223,7 +245,91 @@ def summarize_stage(cols: dict, target_nll: float, samples: int) -> dict:
     }
 
 
+#: Ranks whose fit (:func:`rank_fit`) each stage reports.
+RANKS = (1, 2, 3)
+
+
+def rank_fit(singular: np.ndarray) -> np.ndarray:
+    """``[token r]``: the share of each token's samples' squared norm held by their first ``r`` uncentred
+    singular directions, ``sum_{i<=r} s_i^2 / sum_i s_i^2``, for r = 1..min(K, d_model)."""
+    sq = np.asarray(singular, dtype=np.float64) ** 2
+    total = sq.sum(1, keepdims=True)
+    return np.cumsum(sq, axis=1) / np.where(total > 0, total, 1.0)
+
+
+def earlier_stages_fit_worse(per_stage_fit: Mapping[int, np.ndarray], n_layer: int, rank: int = 3) -> dict:
+    """The paper's observation that earlier stages fit worse even at higher rank, as a test: per earlier
+    stage, its tokens' rank-``rank`` fit against the end stage's rank-1 fit (one-sided Mann-Whitney U,
+    alternative: the earlier stage's is lower). ``per_stage_fit``: stage -> :func:`rank_fit`."""
+    from scipy.stats import mannwhitneyu
+
+    end = per_stage_fit.get(n_layer)
+    out = {}
+    for stage, fit in sorted(per_stage_fit.items(), reverse=True):
+        if stage == n_layer or end is None or fit.shape[1] < rank:
+            continue
+        test = mannwhitneyu(fit[:, rank - 1], end[:, 0], alternative="less")
+        out[str(stage)] = {f"rank{rank}_fit_median": _f(np.median(fit[:, rank - 1])),
+                           "end_rank1_fit_median": _f(np.median(end[:, 0])), "p_value": _f(test.pvalue),
+                           "holds": bool(test.pvalue < 0.05)}
+    return out
+
+
 def _f(x) -> float | None:
     """JSON-safe float: None for inf/NaN."""
     x = float(x)
     return round(x, 6) if np.isfinite(x) else None
+
+
+def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
+    """The family's sentences of the run's findings (tinylens.findings), on ``mode``'s prompts (the first
+    mode of the metrics where it has none). ``documents``: ``supporting`` (metrics/supporting.json)."""
+    from tinylens.findings import get, num
+
+    doc = documents["supporting"]
+    comparison = get(doc, "ablation", "comparison")
+    mode = mode if mode in comparison else next(iter(comparison))
+    out = []
+    blocks = get(comparison, mode)
+    ffwd = [get(b, "one_token_drop_ffwd") for b in blocks]
+    sa = [get(b, "one_token_drop_sa") for b in blocks]
+    larger = sum(f > s for f, s in zip(ffwd, sa))
+    out.append(f"Removing a block's feed-forward term moves the next-token distribution more than removing its "
+               f"attention term in {larger} of {len(blocks)} blocks (mean Hellinger, the paper's one-token "
+               f"variant, {mode} prompts; block 0: {num(ffwd[0], 2)} against {num(sa[0], 2)}).")
+    rows = get(doc, "criterion", "comparison", mode)
+    last = next((r for r in rows if "end_of_model_abs" in r), None)
+    if last is not None:
+        rate, null = get(last, "end_of_model_abs"), get(last, "end_of_model_permutation_null_abs")
+        sd = get(last, "end_of_model_permutation_null_abs_std")
+        relation = "above" if rate > null + 2 * sd else "below" if rate < null - 2 * sd else "within two standard deviations of"
+        out.append(f"The criterion (every top token within the first half by |cos|) holds for {num(rate, 3)}% of the "
+                   f"prompts at block {get(last, 'block')} with end-of-model subspaces, {relation} its permutation "
+                   f"null ({num(null, 3)}% +- {num(sd, 2)}).")
+    ratio = get(doc, "token_subspaces", "a_at_ln_f_input", "sigma_ratio")
+    if ratio is not None:
+        bound = published.SUBSPACE_SIGMA_RATIO["sigma_ratio_more_than"]
+        out.append(f"The token subspace of 'a' at the input of ln_f has sigma_1 / sigma_2 = {num(ratio)} "
+                   f"({'above' if ratio > bound else 'not above'} the paper's {num(bound)}).")
+    endpoint = get(doc, "ffwd_endpoint")
+    if mode in endpoint:
+        out.append(f"The feed-forward-only endpoint x_1 + sum_b ffwd_b points the way of the real final residual "
+                   f"(mean cosine {num(get(endpoint, mode, 'cosine', 'mean'))}) and its distribution is "
+                   f"{num(get(endpoint, mode, 'hellinger', 'mean'))} from the model's (mean Hellinger).")
+    versus = doc.get("attention_vs_ffwd", {}) if isinstance(doc, dict) else {}
+    if mode in versus.get("modes", {}):
+        rows = get(versus, "modes", mode)
+        longer = sum(get(r, "ffwd_longer", "verdict") == "holds" for r in rows)
+        closer = sum(get(r, "ffwd_closer_to_output", "verdict") == "holds" for r in rows)
+        share = get(versus, "ffwd_parameter_share", "ours", "percent")
+        out.append(f"The feed-forward output is longer than the attention output in {longer} of {len(rows)} blocks and "
+                   f"closer in direction to the block's output in {closer} of {len(rows)} (share of prompts with its "
+                   f"95% Wilson interval above one half); it holds {num(share, 4)}% of the parameters (the paper's "
+                   f"model: 65.71%).")
+    end = get(doc, "token_subspaces", "stages")
+    last = end[max(end, key=int)] if end else {}
+    if "tokens_converged" in last:
+            out.append(f"At the input of ln_f, {get(last, 'tokens_converged')} of {get(last, 'tokens')} token subspaces "
+                   f"converged ({get(last, 'tokens_reached')} reached the target NLL, the rest stopped on the plateau "
+                   f"rule); prompts whose top tokens did not converge are left out of the criterion.")
+    return out

@@ -1,0 +1,100 @@
+# The induction-head phase change (method.md §8b): small attention-only models trained on a stated
+# mixture of TinyShakespeare windows and repeated windows, each run one job that measures its
+# checkpoints as it trains; then every run's verdict, then the figures. Target: `phase_change`.
+from tinylens.phase_change.summary import run_settings
+
+PHASE = SETTINGS["phase_change"]
+PHASE_RUNS = {name: run_settings(PHASE["base"], run) for name, run in PHASE["runs"].items()}
+PHASE_TABLES = {
+    "curves": expand(results("phase_change/{run}/curves.parquet"), run=PHASE_RUNS),
+    "heads": expand(results("phase_change/{run}/heads.parquet"), run=PHASE_RUNS),
+}
+
+
+rule phase_change_run:
+    input:
+        tokenizer=rules.tokenize.output.tokenizer,
+        train=rules.tokenize.output.train,
+        val=rules.tokenize.output.val,
+    output:
+        curves=results("phase_change/{run}/curves.parquet"),
+        heads=results("phase_change/{run}/heads.parquet"),
+    params:
+        run=lambda wildcards: PHASE_RUNS[wildcards.run],
+        probes=PHASE["probes"],
+    threads: PHASE["threads"]
+    resources:
+        mem_mb=PHASE["resources"]["mem_mb"],
+        runtime=PHASE["resources"]["runtime"],
+    log:
+        results("logs/phase_change_run_{run}.log"),
+    benchmark:
+        results("benchmarks/phase_change_run_{run}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/train_phase_change.py"
+
+
+rule phase_change_summary:
+    input:
+        **PHASE_TABLES,
+    output:
+        summary=results("metrics/phase_change.json"),
+    params:
+        runs=PHASE_RUNS,
+        reference=PHASE["reference"],
+        detect=PHASE["detect"],
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    log:
+        results("logs/phase_change_summary.log"),
+    benchmark:
+        results("benchmarks/phase_change_summary.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/phase_change_summary.py"
+
+
+PHASE_MAIN = [name for name in PHASE_RUNS if name.startswith("main")]
+# seed 000's widths: the reference and every run that differs from `base` only in its width (and seed)
+PHASE_WIDTHS = sorted(
+    (
+        name
+        for name, run in PHASE["runs"].items()
+        if name == PHASE["reference"]
+        or (set(run) == {"seed", "d_model"} and run["seed"] == PHASE_RUNS[PHASE["reference"]]["seed"])
+    ),
+    key=lambda name: PHASE_RUNS[name]["d_model"],
+)
+PHASE_FIGURES = figures(
+    "Phase change",
+    mem_mb=1000,
+    phase_change_curves=dict(input=phase_runs_input(PHASE_MAIN), params=dict(runs=PHASE_MAIN)),
+    phase_change_loss_derivative=dict(
+        input=dict(
+            curves=results(f"phase_change/{PHASE['reference']}/curves.parquet"),
+            heads=results(f"phase_change/{PHASE['reference']}/heads.parquet"),
+            summary=rules.phase_change_summary.output.summary,
+        ),
+        params=dict(run=PHASE["reference"], smooth_decades=PHASE["detect"]["smooth_decades"]),
+    ),
+    phase_change_controls=dict(input=phase_runs_input(list(PHASE_RUNS)), params=dict(runs=list(PHASE_RUNS))),
+    phase_change_energy_kl=dict(input=phase_runs_input(PHASE_WIDTHS), params=dict(runs=PHASE_WIDTHS)),
+)
+
+
+PHASE_TARGETS = [
+    *PHASE_FIGURES,
+    rules.phase_change_summary.output.summary,
+    # intermediates too: `rule all` then notices one deleted or lost with a failed job
+    *PHASE_TABLES["curves"],
+    *PHASE_TABLES["heads"],
+]
+
+
+rule phase_change:
+    input:
+        PHASE_TARGETS,

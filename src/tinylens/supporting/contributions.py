@@ -1,0 +1,119 @@
+"""Attention against feed-forward output, block by block, over every evaluation prompt (method.md §7).
+
+The paper (seed 002) argues from five drawn prompts that in each block the feed-forward output is
+longer than the attention output and points the way the block's output does. Here the same
+quantities for every evaluation prompt, read from the prompt dumps (last position): per block ``b``
+with ``x_b`` its input and ``out_b = x_b + sa_b + ffwd_b`` its output,
+
+- ``norm_ratio = |ffwd_b| / |sa_b|``,
+- ``cos_ffwd_sa = cos(ffwd_b, sa_b)``,
+- ``cos_ffwd_out = cos(ffwd_b, out_b)`` and ``cos_sa_out = cos(sa_b, out_b)``.
+
+Each claim is read per block as a share of prompts with a 95% Wilson interval: "longer" holds when
+the interval of the share with ``norm_ratio > 1`` lies above one half, "points the way of the output"
+when the interval of the share with ``cos_ffwd_out > cos_sa_out`` does (a sign test with its
+uncertainty). Also the feed-forward share of the parameters (the paper: 65.71%).
+
+No torch here: the job reads dumps and a config, the metrics job only this module's summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from tinylens.approx import describe
+
+#: The columns :func:`block_contributions` returns (less mode and prompt_id), one row per (prompt, block).
+COLUMNS = ("block", "sa_norm", "ffwd_norm", "norm_ratio", "cos_ffwd_sa", "cos_ffwd_out", "cos_sa_out")
+
+#: The paper's feed-forward parameter share (method.md §1): 7,089,408 of 10,788,929.
+PAPER_FFWD_SHARE = {"ffwd_parameters": 7_089_408, "parameters": 10_788_929, "percent": 65.71}
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine in float64; 0 where a row is zero (no direction to compare)."""
+    na, nb = np.linalg.norm(a, axis=-1), np.linalg.norm(b, axis=-1)
+    den = na * nb
+    return np.where(den > 0, np.einsum("nd,nd->n", a, b) / np.where(den > 0, den, 1.0), 0.0)
+
+
+def block_contributions(block_input: Sequence[np.ndarray], sa: Sequence[np.ndarray],
+                        ffwd: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+    """Per block (0-based, the sequences' index) the last-position vectors ``[prompt d_model]``
+    -> the :data:`COLUMNS`, rows block-major (all prompts of block 0, then block 1, ...).
+    ``norm_ratio`` is ``inf`` where ``sa`` is zero."""
+    if not len(block_input) == len(sa) == len(ffwd):
+        raise ValueError(f"one array per block expected, got {len(block_input)}, {len(sa)}, {len(ffwd)}")
+    cols: dict[str, list] = {k: [] for k in COLUMNS}
+    for b, (x, s, f) in enumerate(zip(block_input, sa, ffwd)):
+        x, s, f = (np.asarray(v, dtype=np.float64) for v in (x, s, f))
+        out = x + s + f
+        sn, fn = np.linalg.norm(s, axis=-1), np.linalg.norm(f, axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(sn > 0, fn / np.where(sn > 0, sn, 1.0), np.inf)
+        for key, value in (("block", np.full(len(x), b, dtype=np.int8)), ("sa_norm", sn), ("ffwd_norm", fn),
+                           ("norm_ratio", ratio), ("cos_ffwd_sa", _cos(f, s)), ("cos_ffwd_out", _cos(f, out)),
+                           ("cos_sa_out", _cos(s, out))):
+            cols[key].append(value)
+    return {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval of a binomial share (95% by default); ``(nan, nan)`` for ``n = 0``."""
+    if n == 0:
+        return float("nan"), float("nan")
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
+def share(condition: np.ndarray) -> dict:
+    """Share of True with its Wilson interval, and the verdict: ``holds`` when the interval lies above
+    1/2, ``fails`` when below, ``undecided`` when it contains 1/2."""
+    condition = np.asarray(condition, dtype=bool)
+    k, n = int(condition.sum()), len(condition)
+    lo, hi = wilson_interval(k, n)
+    verdict = "undecided" if n == 0 or lo <= 0.5 <= hi else ("holds" if lo > 0.5 else "fails")
+    return {"share": round(k / n, 6) if n else None, "ci95": [round(lo, 6), round(hi, 6)], "n": n, "verdict": verdict}
+
+
+def summarize_contributions(cols: Mapping[str, np.ndarray], n_blocks: int) -> list[dict]:
+    """One entry per block (``block`` 0-based, as everywhere in the metrics): the spread of each quantity over the prompts and
+    the two claims' shares with their Wilson intervals and verdicts."""
+    block = np.asarray(cols["block"])
+    rows = []
+    for b in range(n_blocks):
+        sel = block == b
+        c = {k: np.asarray(cols[k], dtype=np.float64)[sel] for k in COLUMNS if k != "block"}
+        finite = np.isfinite(c["norm_ratio"])
+        rows.append({
+            "block": b,
+            "n_prompts": int(sel.sum()),
+            "norm_ratio": describe(c["norm_ratio"][finite]),
+            "log10_norm_ratio": describe(np.log10(c["norm_ratio"][finite & (c["norm_ratio"] > 0)])),
+            **{k: describe(c[k]) for k in ("sa_norm", "ffwd_norm", "cos_ffwd_sa", "cos_ffwd_out", "cos_sa_out")},
+            "ffwd_longer": share(c["norm_ratio"] > 1),
+            "ffwd_closer_to_output": share(c["cos_ffwd_out"] > c["cos_sa_out"]),
+        })
+    return rows
+
+
+def ffwd_parameter_share(vocab_size: int, block_size: int, n_embed: int, n_layer: int) -> dict:
+    """Parameters of the model of method.md §1 (no biases in q, k, v; biased ``proj``, ffwd and
+    ``lm_head``; untied embeddings), the feed-forward ones among them, and their share in percent."""
+    d = n_embed
+    ffwd = n_layer * (d * 4 * d + 4 * d + 4 * d * d + d)
+    attention = n_layer * (3 * d * d + d * d + d)
+    layernorms = (2 * n_layer + 1) * 2 * d
+    total = vocab_size * d + block_size * d + attention + ffwd + layernorms + d * vocab_size + vocab_size
+    return {"ffwd_parameters": ffwd, "parameters": total, "percent": round(100.0 * ffwd / total, 4)}
+
+
+def contributions_section(per_mode: Mapping[str, Mapping[str, np.ndarray]], n_blocks: int, model: Mapping) -> dict:
+    """The metrics JSON's section: per mode the per-block summary; the parameter share beside the
+    paper's. ``model``: the keys of :func:`ffwd_parameter_share` read from the model's config."""
+    return {"ffwd_parameter_share": {"ours": ffwd_parameter_share(**model), "paper": PAPER_FFWD_SHARE},
+            "modes": {m: summarize_contributions(cols, n_blocks) for m, cols in per_mode.items()}}
