@@ -95,8 +95,10 @@ MULTI_OUTPUT = {
     "hellinger_summary": ("metrics/hellinger.json", "metrics/headline.json"),
     "train_model": ("models/seed1337/checkpoints", "models/seed1337/model.safetensors"),
 }
-#: The ones the suite kills (the others were killed by hand the same way; train_model's resume is
-#: also tested through a kill before its first rename, in test_workflow.py).
+#: The ones the suite kills (the cheapest: a few seconds each). The others recover by the same
+#: mechanism (Snakemake's incomplete marks, rerun by profiles/default's rerun-incomplete); each
+#: can be killed the same way by adding it here. train_model's resume is tested through a kill
+#: before its first rename in test_workflow.py.
 KILLED_IN_SUITE = ("tokenize", "dump_activations")
 LOCKED = "the remaining lock was likely caused by a kill signal or a power loss. It can be removed with the --unlock argument."
 
