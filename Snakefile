@@ -47,6 +47,11 @@ include: "rules/attention.smk"  # attention dynamics (method.md §10)
 include: "rules/external.smk"  # external models through TransformerLens (method.md §13); not in `all`
 include: "rules/figures.smk"  # every figure: the core's and each family's table, one rule per row
 include: "rules/comparison.smk"  # the published numbers beside ours (after every family: it reads their metrics)
+include: "rules/findings.smk"  # the run's findings in words (after every family: it reads their metrics)
+
+
+# The report's front page: what the workflow is, and a link to the findings (rules/findings.smk).
+report: "report/workflow.rst"
 
 
 onstart:
@@ -78,6 +83,7 @@ rule all:
         DYNAMICS_TARGETS,  # training-dynamics family (rules/dynamics.smk)
         ATTENTION_TARGETS,  # attention dynamics (rules/attention.smk)
         rules.comparison.input,  # the published numbers beside ours (rules/comparison.smk)
+        rules.findings.input,  # the run's findings in words (rules/findings.smk)
     default_target: True
 
 

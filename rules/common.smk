@@ -4,6 +4,7 @@ from tinylens.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
 from tinylens.interventions import VECTOR_KINDS
 from tinylens.resources import STRING_BYTES, STRING_VALUE_BYTES, per_row, table_rows, width_factor
 from tinylens.weights import MODEL_FILES
+from tinylens.findings import FAMILIES
 
 PRESET = config["preset"]
 SETTINGS = active_preset(config)
@@ -146,6 +147,12 @@ def absent_sources(wildcards):
         for name, (path, rule) in COMPARISON_SOURCES.items()
         if not has_rule(rule)
     }
+
+
+def findings_metrics(wildcards):
+    """Every family's metrics files (tinylens.findings.FAMILIES) made by this workflow, the inputs of the run's
+    findings (rules/findings.smk)."""
+    return [results(path) for family in FAMILIES for path, rule in family.metrics.values() if has_rule(rule)]
 
 
 # --- end comparison ---

@@ -1,5 +1,6 @@
 # The published numbers of method.md beside ours, in one table (tinylens.comparison; method.md §12).
 # Its sources (COMPARISON_SOURCES) are in common.smk.
+from tinylens.comparison import differences as paper_differences
 
 
 rule paper_comparison:
@@ -17,6 +18,8 @@ rule paper_comparison:
         preset=PRESET,
         files={name: path for name, (path, _) in COMPARISON_SOURCES.items()},
         absent=absent_sources,
+        # what of this preset differs from the paper preset's (rows that depend on it are "not comparable")
+        differences=paper_differences(SETTINGS, config["presets"]["paper"]),
     resources:
         mem_mb=400,
         runtime=5,

@@ -2,22 +2,26 @@
 
 import math
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 
 from tinylens.comparison import (
     ALL,
     ROWS,
     TABLE_SCHEMA,
     Row,
-    Spread,
+    Test,
     Where,
     at,
     compare,
+    differences,
     headline,
     lookup,
     markdown,
     report,
+    seeds_test,
     write_table_csv,
 )
 from tinylens.tables import read_csv
@@ -28,6 +32,8 @@ DOCS = {
     "hellinger": {"paper_values": {"mean": 0.20, "std": 0.1}, "flag": True, "missing": None,
                   "cases": [{"prompt": "And only l", "matches": [94, 40]}, {"prompt": "hing tremb", "matches": [3, 4]}]},
 }
+#: the presets of the committed configuration
+SETTINGS = yaml.safe_load((Path(__file__).parents[1] / "config/config.yaml").read_text(encoding="utf-8"))["presets"]
 FILES = {"training": "metrics/training.json", "hellinger": "metrics/hellinger_paper.json"}
 
 
@@ -57,84 +63,146 @@ def test_lookup_says_why_a_value_is_missing(source, reason):
 
 
 MEAN = at("hellinger", "paper_values", "mean")
+STATS = at("hellinger", "paper_values")
 
 
-def row(spread, paper=0.1677, like=MEAN, own=None):
-    return Row("r", "§6", "mean H", paper, like, own, spread=spread)
+def row(spread, paper=0.1677, like=MEAN, own=None, needs=frozenset()):
+    return Row("r", "§6", "mean H", paper, like, own, spread=spread, needs=needs)
 
 
-@pytest.mark.parametrize("spread, paper, within, rule", [
-    (Spread("paper_std", 0.1215), 0.1677, True, "|difference| <= the paper's std 0.1215"),
-    (Spread("paper_std", 0.01), 0.1677, False, "|difference| <= the paper's std 0.01"),
-    (Spread("paper_range", (0.16, 0.21)), 0.185, True, "within the paper's range [0.16, 0.21]"),
-    (Spread("paper_range", (0.16, 0.19)), 0.175, False, "within the paper's range [0.16, 0.19]"),
-    (Spread("lower_bound", 0.2), 0.2, False, "above the paper's bound 0.2"),  # strictly above, as the paper says
-    (Spread("lower_bound", 0.1), 0.1, True, "above the paper's bound 0.1"),
-    (Spread("exact"), 0.2, True, "equal to the paper's"),
-    (Spread("exact"), 0.2001, False, "equal to the paper's"),
-    (Spread("seeds", source=at("training", "models", ALL, "val_loss")), 1.5063, True,
-     "the paper's value within our seeds' range [1.49, 1.6]"),
-    (Spread("seeds", source=at("training", "models", ALL, "val_loss")), 1.48, False,
-     "the paper's value within our seeds' range [1.49, 1.6]"),
-    (Spread(), 0.1677, None, "no spread reported or computable"),
-])
-def test_every_kind_of_spread_by_hand(spread, paper, within, rule):
-    (t,) = compare([row(spread, paper)], DOCS, {}, FILES)
-    assert t["like_for_like"] == 0.20 and t["difference"] == pytest.approx(0.20 - paper)
-    assert t["within_spread"] is within and t["spread_rule"] == rule and t["status"] == "computed"
+def means_row(ours_mean, ours_std, ours_n, paper_mean=0.1677, paper_std=0.1215, paper_n=20_000):
+    docs = {"h": {"s": {"mean": ours_mean, "std": ours_std, "n": ours_n}}}
+    r = Row("m", "§6", "mean H", paper_mean, at("h", "s", "mean"), spread=Test("means", (paper_std, paper_n),
+                                                                              at("h", "s")))
+    (t,) = compare([r], docs)
+    return t
+
+
+def _se(ours_std=0.12, ours_n=500, paper_std=0.1215, paper_n=20_000):
+    return math.sqrt(ours_std**2 / ours_n + paper_std**2 / paper_n)
+
+
+def test_means_ten_standard_errors_apart_differ():
+    t = means_row(0.1677 + 10 * _se(), 0.12, 500)
+    assert t["verdict"] == "differs" and t["statistic"] == pytest.approx(10) and t["p_value"] < 1e-20
+    assert t["ci_low"] == pytest.approx(10 * _se() - 1.959964 * _se(), rel=1e-5)
+    assert "z = 10.00" in t["test"] and "two-sided at 0.05" in t["test"]
+
+
+def test_means_half_a_standard_error_apart_are_consistent():
+    t = means_row(0.1677 - 0.5 * _se(), 0.12, 500)
+    assert t["verdict"] == "consistent" and t["statistic"] == pytest.approx(-0.5)
+    assert t["p_value"] == pytest.approx(0.617075, abs=1e-5)  # 2 (1 - Phi(0.5))
+    assert t["ci_low"] < 0 < t["ci_high"]
+
+
+def test_the_small_presets_like_for_like_hellinger_is_not_consistent():
+    """The issue's numbers: ours 0.2376 over the paper mode's 500 prompts (their std about 0.12), the paper's
+    0.1677 +- 0.1215 over 20,000 (method.md §6). Within the paper's per-prompt std, but about 13 standard
+    errors away."""
+    r = next(r for r in ROWS if r.id == "hellinger_mean")
+    docs = {"paper_prompts": {"paper_values": {"mean": 0.2376, "std": 0.12, "n": 500}}}
+    (t,) = compare([r], docs, differ=differences(SETTINGS["small"], SETTINGS["paper"]))
+    assert t["verdict"] == "differs" and t["statistic"] > 10 and t["ci_low"] > 0.05
+
+
+def test_every_kind_of_test_by_hand():
+    for spread, paper, verdict, rule in [
+        (Test("paper_range", (0.16, 0.21)), 0.185, "consistent", "inside the paper's stated range [0.16, 0.21] or not"),
+        (Test("paper_range", (0.16, 0.19)), 0.175, "differs", "inside the paper's stated range [0.16, 0.19] or not"),
+        (Test("lower_bound", 0.2), 0.2, "differs", "above the paper's stated bound 0.2 or not"),  # strictly above
+        (Test("lower_bound", 0.1), 0.1, "consistent", "above the paper's stated bound 0.1 or not"),
+        (Test("exact"), 0.2, "consistent", "exact: equal to the paper's or not"),
+        (Test("exact"), 0.2001, "differs", "exact: equal to the paper's or not"),
+        (Test(), 0.1677, "no spread", "no spread reported or computable"),
+    ]:
+        (t,) = compare([row(spread, paper)], DOCS, {}, FILES)
+        assert t["like_for_like"] == 0.20 and t["difference"] == pytest.approx(0.20 - paper)
+        assert (t["verdict"], t["test"], t["status"]) == (verdict, rule, "computed")
+
+
+def test_seeds_test_against_the_seeds_mean_and_standard_error():
+    seeds = Test("seeds", source=at("training", "models", ALL, "val_loss"))  # 1.51, 1.49, 1.60: mean 1.5333
+    (t,) = compare([row(seeds, 1.5063)], DOCS, {}, FILES)
+    assert t["verdict"] == "consistent" and t["statistic"] == pytest.approx(0.7997, abs=1e-3)  # se 0.03383, 2 df
+    assert "one-sample t-test over 3 seeds" in t["test"] and "(2 df)" in t["test"]
+    (t,) = compare([row(seeds, 1.2)], DOCS, {}, FILES)
+    assert t["verdict"] == "differs" and t["p_value"] < 0.05
+    assert seeds_test([1.0], 1.0).verdict == "no spread"
+
+
+def test_a_row_whose_setup_differs_is_not_comparable_with_the_reason():
+    differ = {"model": "a different model: n_embed 64 (the paper: 384)", "prompts": "500 of the paper's 20000 prompts"}
+    (t,) = compare([row(Test("exact"), 0.2, needs=frozenset({"model"}))], DOCS, {}, FILES, differ)
+    assert t["verdict"] == "not comparable" and t["test"] == "not comparable: " + differ["model"]
+    (t,) = compare([row(Test("exact"), 0.2, needs=frozenset({"data"}))], DOCS, {}, FILES, differ)
+    assert t["verdict"] == "consistent"
+
+
+def test_differences_between_presets():
+    assert differences(SETTINGS["paper"], SETTINGS["paper"]) == {}
+    small = differences(SETTINGS["small"], SETTINGS["paper"])
+    assert set(small) == {"model", "prompts"} and "n_embed 64 (the paper: 384)" in small["model"]
+    assert small["prompts"] == "500 of the paper's 20000 prompts"
+    assert set(differences(SETTINGS["test"], SETTINGS["paper"])) == {"model", "data", "prompts"}
+    # the small preset's loss, ablation, criterion and case-study rows are not comparable by construction
+    kinds = ("val_loss_", "ablation_", "criterion_", "and_only_l_", "hing_tremb_")
+    assert all("model" in r.needs for r in ROWS if r.id.startswith(kinds))
 
 
 def test_a_missing_source_is_not_computed_with_its_reason_and_judges_nothing():
     absent = {"supporting": "metrics/supporting.json is not made by this workflow (no rule supporting_metrics)"}
-    (t,) = compare([row(Spread("paper_std", 0.1), like=at("supporting", "ablation", "x"))], DOCS, absent, FILES)
+    (t,) = compare([row(Test("exact"), like=at("supporting", "ablation", "x"))], DOCS, absent, FILES)
     assert t["status"] == "not computed" and t["like_for_like"] is None and t["difference"] is None
-    assert t["reason"] == absent["supporting"] and t["within_spread"] is None
-    assert t["spread_rule"] == "no like-for-like value"
+    assert t["reason"] == absent["supporting"] and t["verdict"] == "not computed"
+    assert t["test"] == "no like-for-like value"
 
 
 def test_own_value_and_a_value_that_is_not_a_number():
     own = at("hellinger", "paper_values", "std")
-    (t,) = compare([row(Spread(), own=own)], DOCS, {}, FILES)
+    (t,) = compare([row(Test(), own=own)], DOCS, {}, FILES)
     assert t["own"] == 0.1 and t["own_source"] == "metrics/hellinger_paper.json: paper_values.std"
-    (t,) = compare([row(Spread())], DOCS, {}, FILES)
+    (t,) = compare([row(Test())], DOCS, {}, FILES)
     assert t["own"] is None and t["own_reason"] == "same definition"
-    (t,) = compare([row(Spread(), like=at("hellinger", "flag"))], DOCS, {}, FILES)
+    (t,) = compare([row(Test(), like=at("hellinger", "flag"))], DOCS, {}, FILES)
     assert t["status"] == "not computed" and t["reason"] == "metrics/hellinger_paper.json: flag is True, not a number"
 
 
-def test_seed_spread_needs_the_seed_values():
-    spread = Spread("seeds", source=at("training", "models", ALL, "train_loss"))
-    (t,) = compare([row(spread)], DOCS, {}, FILES)
-    assert t["within_spread"] is None and "has no key 'train_loss'" in t["spread_rule"]
+def test_tests_need_their_numbers():
+    (t,) = compare([row(Test("seeds", source=at("training", "models", ALL, "train_loss")))], DOCS, {}, FILES)
+    assert t["verdict"] == "no spread" and "has no key 'train_loss'" in t["test"]
+    (t,) = compare([row(Test("means", (0.1, 100), STATS))], DOCS, {}, FILES)  # paper_values has no n
+    assert t["verdict"] == "no spread" and "has no mean, std and n" in t["test"]
 
 
-def test_report_headline_holds_only_marked_rows_and_their_numbers():
-    rows = [Row("a", "§6", "a", 0.1677, at("hellinger", "paper_values", "mean"), headline=True,
-                spread=Spread("paper_std", 0.1215)),
+def test_report_counts_verdicts_and_headline_holds_only_marked_rows():
+    rows = [Row("a", "§6", "a", 0.1677, at("hellinger", "paper_values", "mean"), headline=True, spread=Test("exact")),
             Row("b", "§6", "b", 1.0, at("hellinger", "paper_values", "std")),
             Row("c", "§7", "c", 1.0, at("supporting", "x"), headline=True)]
     table = compare(rows, DOCS, {"supporting": "not here"}, FILES)
     assert headline(rows, table) == {"a": {"paper": 0.1677, "like_for_like": 0.2, "difference": pytest.approx(0.0323),
-                                           "within_spread": True}, "c": {"paper": 1.0}}
+                                           "verdict": "differs"}, "c": {"paper": 1.0, "verdict": "not computed"}}
     out = report(rows, table, "test")
-    assert out["counts"] == {"rows": 3, "computed": 2, "within_spread": 1, "outside_spread": 0}
+    assert out["counts"] == {"rows": 3, "consistent": 0, "differs": 1, "not comparable": 0, "no spread": 1,
+                             "not computed": 1}
     assert [r["id"] for r in out["rows"]] == ["a", "b", "c"] and out["rows"][2]["reason"] == "not here"
 
 
 def test_csv_and_markdown_renderings(tmp_path):
-    rows = [Row("a", "§6", "mean H", 0.1677, at("hellinger", "paper_values", "mean"), spread=Spread("paper_std", 0.1215)),
+    rows = [Row("a", "§6", "mean H", 0.1677, at("hellinger", "paper_values", "mean"), spread=Test("exact")),
             Row("c", "§7", "ablation | block 1", 0.7, at("supporting", "x"))]
     table = compare(rows, DOCS, {"supporting": "metrics/supporting.json is not made by this workflow"}, FILES)
     write_table_csv(tmp_path / "t.csv", table)
     back = read_csv(tmp_path / "t.csv", TABLE_SCHEMA).to_pydict()
     missing = back["like_for_like"][1]
     assert back["id"] == ["a", "c"] and back["like_for_like"][0] == 0.2 and (missing is None or math.isnan(missing))
-    assert back["within_spread"] == ["yes", ""] and back["status"] == ["computed", "not computed"]
+    assert back["verdict"] == ["differs", "not computed"] and back["status"] == ["computed", "not computed"]
     md = markdown(table).splitlines()
-    assert md[0].startswith("| section | quantity | paper | like-for-like | own |") and len(md) == 4
-    assert md[2] == "| §6 | mean H | 0.1677 | 0.2 | - | 0.0323 | yes | \\|difference\\| <= the paper's std 0.1215 |"
-    assert "not computed: metrics/supporting.json is not made by this workflow" in md[3]
-    assert "ablation \\| block 1" in md[3]  # a bare bar inside a cell would split it
+    assert md[0] == "consistent: 0, differs: 1, not comparable: 0, no spread: 0, not computed: 1 (of 2 rows)"
+    assert md[2].startswith("| section | quantity | paper | like-for-like | own |") and len(md) == 6
+    assert md[4] == "| §6 | mean H | 0.1677 | 0.2 | - | 0.0323 | differs | exact: equal to the paper's or not |"
+    assert "not computed: metrics/supporting.json is not made by this workflow" in md[5]
+    assert "ablation \\| block 1" in md[5]  # a bare bar inside a cell would split it
     from tinylens.comparison import _cell
 
     assert [_cell(v) for v in (1.5063, 23.1262, 10_788_929.0, 0.00012345, -0.3047250001, 2.0)] == \

@@ -62,7 +62,7 @@ def family_targets(repo) -> list[str]:
 
 
 def test_the_core_and_family_targets_together_are_rule_all(repo, plan, tmp_path):
-    """`snakemake <target>` for the core and each family (README "Targets"): nothing of `all` is left out
+    """`snakemake <target>` for the core and each family (docs/running.md "Targets"): nothing of `all` is left out
     of every target, and no target makes what `all` does not."""
     names = family_targets(repo)
     assert len(names) >= 3, names
@@ -78,9 +78,9 @@ def test_the_core_and_family_targets_together_are_rule_all(repo, plan, tmp_path)
 
 
 def test_readme_targets_table_names_every_target(repo):
-    """README "Targets" lists the core and every family target, and nothing that is not one."""
-    readme = (repo / "README.md").read_text(encoding="utf-8")
+    """docs/running.md "Targets" lists the core and every family target, and nothing that is not one."""
+    readme = (repo / "docs/running.md").read_text(encoding="utf-8")
     section = re.search(r"^### Targets\n(.*?)(?=^#)", readme, flags=re.M | re.S)
-    assert section, "README lost its Targets section"
+    assert section, "docs/running.md lost its Targets section"
     listed = re.findall(r"^\| `(\w+)` \|", section.group(1), flags=re.M)
     assert sorted(listed) == sorted(family_targets(repo))

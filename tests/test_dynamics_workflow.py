@@ -87,7 +87,7 @@ def test_metrics_json_names_the_window_the_best_head_and_the_phases(finished_run
         c = curves[int(seed)]
         final = c.heads["prefix_matching"][-1]
         assert best["prefix_matching"] == pytest.approx(final.max())
-        assert final[best["block"] - 1, best["head"]] == final.max()  # blocks 1-based, heads 0-based
+        assert final[best["block"], best["head"]] == final.max()  # blocks and heads 0-based
         assert set(s["ie_kl"]) >= {"phase_1", "phase_2", "phase_3", "ie_critical_points", "kl_critical_points"}
         assert s["phase_change_detected"] == (s["induction_head_formed"] and s["icl_significant"])
         assert s["unigram_direction_first_step"] in c.steps.tolist() + [None]

@@ -155,7 +155,7 @@ def test_export_command_writes_a_folder_transformer_lens_loads(finished_run, tmp
 
 
 def test_readme_table_lists_every_hook_mapping(repo):
-    section = (repo / "README.md").read_text().split("<!-- tl-hooks -->")[1]
+    section = (repo / "docs/transformerlens.md").read_text(encoding="utf-8").split("<!-- tl-hooks -->")[1]
     rows = re.findall(r"^\| `([^`]+)` \| `([^`]+)`(?: \+ `([^`]+)`)? \|", section, flags=re.M)
     documented = {ours: theirs + (f" + {extra}" if extra else "") for ours, theirs, extra in rows}
     assert documented == HOOK_NAMES

@@ -128,14 +128,15 @@ def test_criterion_draws_the_rates_the_chance_levels_and_the_paper():
 
     rows = [{"block": b, "end_of_model_abs": 40.0 + b, "end_of_model_signed": 30.0 + b,
              "paper_end_of_model": 50.0 + b, "end_of_model_chance_exact": 2.0, "end_of_model_permutation_null_abs": 2.5,
-             "end_of_model_permutation_null_abs_std": 1.0} for b in (1, 2)]
+             "end_of_model_permutation_null_abs_std": 1.0} for b in (0, 1)]
     rows[1].update(same_stage_abs=60.0, same_stage_signed=55.0, paper_same_stage=None)
     (ax,) = make_criterion({"comparison": {"corpus": rows}, "paper": {"chance_percent": [16.0, 21.0]}}).axes
     assert ax.get_title() == "corpus prompts (the paper's mode)"
     assert legend(ax) == ["end of model, |cos|", "end of model, signed cos", "paper, end of model",
                           "same stage, |cos|", "same stage, signed cos", "chance, C(k,n)/C(V,n)",
                           "paper's chance (KDE draws)", "permutation null (mean ± std)"]
-    np.testing.assert_allclose(line(ax, "end of model, |cos|").get_ydata(), [41.0, 42.0])
+    np.testing.assert_allclose(line(ax, "end of model, |cos|").get_ydata(), [40.0, 41.0])
+    np.testing.assert_allclose(line(ax, "end of model, |cos|").get_xdata(), [1, 2])  # blocks from 1 in figures
     np.testing.assert_allclose(line(ax, "same stage, |cos|").get_xdata(), [2])
     assert ax.get_ylim() == (0, 100)
 
@@ -281,7 +282,7 @@ def dynamics_summary(detected=True):
     return {"window": {"start": 2.0, "end": 20.0, "peak": 10}, "phase_change_detected": detected,
             "ie_kl": {"ie_critical_points": [{"step": 10, "kind": "max", "value": 2.2}],
                       "kl_critical_points": [{"step": 1, "kind": "min", "value": 0.5}], "unigram_step": 1},
-            "loss_bump": {"nonconvex": detected}, "best_head": {"block": 6, "head": 1}}
+            "loss_bump": {"nonconvex": detected}, "best_head": {"block": 5, "head": 1}}
 
 
 def test_energy_kl_means_over_seeds_with_each_window_shaded():

@@ -35,14 +35,14 @@ def metrics(finished_run):
 def test_metrics_put_the_paper_beside_ours(metrics):
     assert set(metrics) >= {"headline", "ablation", "criterion", "token_subspaces", "final_layernorm", "ffwd_endpoint"}
     rows = metrics["ablation"]["comparison"]["corpus"]
-    assert [r["block"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert [r["block"] for r in rows] == [0, 1, 2, 3, 4, 5]  # 0-based, as every metrics file
     assert [r["paper_drop_ffwd"] for r in rows] == [published.ABLATION["drop_ffwd"][b] for b in range(6)]
     for r in rows:
         assert 0 <= r["one_token_drop_sa"] <= 1 and 0 <= r["full_drop_ffwd"] <= 1
         lo, hi = r["one_token_drop_sa_seed_range"]
         assert lo <= r["one_token_drop_sa"] <= hi
     crit = metrics["criterion"]["comparison"]["corpus"]
-    assert [r["block"] for r in crit] == [6, 5, 4, 3, 2, 1]
+    assert [r["block"] for r in crit] == [5, 4, 3, 2, 1, 0]
     assert crit[0]["paper_end_of_model"] == 81.78 and crit[1]["paper_same_stage"] == 50.71
     for r in crit:
         assert 0 <= r["end_of_model_abs"] <= 100 and 0 < r["end_of_model_chance_exact"] < 50

@@ -47,10 +47,10 @@ def test_every_model_beats_the_unigram_entropy(finished_run, corpus_path, test_p
 
 
 def test_metrics_json_has_the_keys_the_readme_documents(finished_run, repo):
-    readme = (repo / "README.md").read_text()
+    readme = (repo / "docs/analyses.md").read_text(encoding="utf-8")
     section = readme.split("<!-- metrics-keys -->")[1]
     documented = re.findall(r"^\| `(\w+)` \|", section, flags=re.M)
-    assert documented, "README lost its metrics.json key table"
+    assert documented, "docs/analyses.md lost its metrics.json key table"
     assert tuple(documented) == METRICS_KEYS
     for seed in SEEDS:
         metrics = json.loads((finished_run / f"models/seed{seed}/metrics.json").read_text())
@@ -390,7 +390,7 @@ def test_every_benchmark_record_belongs_to_a_named_target(finished_run, repo, te
     spec.loader.exec_module(workflow_times)
     targets, jobs, span = workflow_times.summarize(finished_run)
     assert {target for target, _, _ in jobs} == {"core", "supporting", "circuits", "superposition", "dynamics",
-                                                 "attention", "comparison"}
+                                                 "attention", "comparison", "findings"}
     assert len(jobs) == len(list((finished_run / "benchmarks").glob("*.tsv"))) and span > 0
     assert sum(t["jobs"] for t in targets.values()) == len(jobs)
     search_jobs = [name for target, name, _ in jobs if name.startswith("search_")]

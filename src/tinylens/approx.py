@@ -13,6 +13,7 @@ with cosine > edge_k), where a threshold is an index into the edge grid, and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -357,3 +358,36 @@ def side_by_side(per_mode: dict[str, dict]) -> dict:
                 if verbatim[f"approximation_{group}"]["n"]:
                     headline[f"{mode}_approximation_mean_{group}"] = verbatim[f"approximation_{group}"]["mean"]
     return {"headline": headline, "paper": PAPER_REFERENCE, "modes": per_mode}
+
+
+def findings(documents: Mapping[str, object]) -> list[str]:
+    """The core's sentences of the run's findings (tinylens.findings): the models' losses, and the
+    approximation against the model and the noise floor on the paper's prompts and on held-out prompts.
+    ``documents``: ``training`` (metrics/training.json), ``hellinger`` (metrics/hellinger.json)."""
+    from tinylens.findings import get, num, span
+
+    models = get(documents["training"], "models")
+    val = [get(m, "val_loss") for m in models.values()]
+    steps = sorted({get(m, "steps") for m in models.values()})
+    out = [f"{len(models)} models (seeds {', '.join(models)}) trained for {span(steps)} steps reach a validation "
+           f"loss of {span(val, 4)} nats."]
+    modes = get(documents["hellinger"], "modes")
+    for mode, what in (("paper", "the paper's own prompts with the paper's thresholds and weights"),
+                       ("heldout", "held-out prompts with thresholds and weights tuned on other held-out prompts")):
+        if mode not in modes:
+            continue
+        h = get(modes, mode, "paper_values" if mode == "paper" else "approximation")
+        mean, se = get(h, "mean"), get(h, "std") / math.sqrt(max(get(h, "n"), 1))
+        alternates = [get(a, "mean") for a in get(modes, mode, "alternates").values()]
+        paper = f"; the paper: {PAPER_REFERENCE['approximation_mean']} over its 20,000 prompts" if mode == "paper" else ""
+        sentence = (f"On {get(h, 'n')} of {what}, the approximation's mean Hellinger distance from the model is "
+                    f"{num(mean)} (standard error {num(se, 2)}{paper})")
+        if alternates:
+            floor = max(alternates)
+            relation = ("further from the model than" if mean - 2 * se > floor else
+                        "closer to the model than" if mean + 2 * se < min(alternates) else
+                        "as close to the model as")
+            sentence += (f"; a differently seeded model is {span(alternates)} away, so the approximation is "
+                         f"{relation} another seed of the same model (by two standard errors)")
+        out.append(sentence + ".")
+    return out

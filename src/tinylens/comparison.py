@@ -8,12 +8,22 @@ Each :class:`Row` names a published number and where our two values of it are fo
   full-context ablation, sign-aware ranks, centred SVD); empty where the definitions agree.
 
 A value is a :class:`Source`: a named metrics document (a JSON file the workflow writes; the rule
-maps names to files) and a key path into it. The table says for every row whether the
-like-for-like value lies within the paper's reported spread (its std or range, a bound it states)
-or, where it gives none, whether the paper's value lies within the range of our seeds' values
-(:class:`Spread`). A row whose document is not made by this workflow, or lacks the key, is listed
-as *not computed* with the reason, never dropped: adding a source is adding its name to the rule's
-mapping, and its rows are already here.
+maps names to files) and a key path into it. Every row gets a verdict from a closed set
+(:data:`VERDICTS`) with the test that decided it written beside it (:class:`Test`):
+
+- means against means (:func:`means_test`): the difference against its standard error (ours from
+  the per-prompt std and n, the paper's from its reported std and n), two-sided at
+  :data:`LEVEL`, with the 95% interval of the difference;
+- a quantity measured once per seed (:func:`seeds_test`): the paper's value against our seeds'
+  mean and standard error (a one-sample t-test over the seeds, two-sided at :data:`LEVEL`);
+- exact quantities: equal or not; a range or bound the paper states: inside it or not;
+- ``not comparable`` where the preset's model, data or prompt count differ from the paper's in a
+  way that changes the quantity (:attr:`Row.needs`, :func:`differences`), with the reason;
+- ``no spread`` where neither side gives an uncertainty to judge by.
+
+A row whose document is not made by this workflow, or lacks the key, is listed as *not computed*
+with the reason, never dropped: adding a source is adding its name to the rule's mapping, and its
+rows are already here.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+from scipy import stats
 
 from tinylens.approx import PAPER_REFERENCE
 from tinylens.supporting import published
@@ -63,23 +74,34 @@ def at(name: str, *path: Key) -> Source:
     return Source(name, tuple(path))
 
 
-@dataclass(frozen=True)
-class Spread:
-    """How a row's agreement is judged.
+#: The two-sided level of every test of the table.
+LEVEL = 0.05
+#: The verdicts, in the order the headline counts them.
+VERDICTS = ("consistent", "differs", "not comparable", "no spread", "not computed")
+#: What of the paper's setup a quantity depends on (:attr:`Row.needs`; :func:`differences`).
+ASPECTS = ("model", "data", "prompts")
 
-    ``paper_std``: |like-for-like - paper| <= the paper's std (``value``); ``paper_range``: the
-    like-for-like value lies in the paper's range ``value = (lo, hi)``; ``lower_bound``: it exceeds
-    the bound the paper states; ``exact``: it equals the paper's; ``seeds``: the paper's value lies
-    within the range of our seeds' values (``source``: a path through :data:`ALL`, or one giving a
-    ``[lo, hi]`` pair); ``none``: nothing to judge by.
+
+@dataclass(frozen=True)
+class Test:
+    """How a row's like-for-like value is judged against the paper's.
+
+    ``means``: a difference of means against its standard error (``source``: our
+    ``{mean, std, n}``; ``value``: the paper's ``(std, n)``); ``seeds``: the paper's value against
+    our seeds' mean and standard error (``source``: a path through :data:`ALL` giving one value
+    per seed); ``paper_range``: inside the paper's range ``value = (lo, hi)``; ``lower_bound``:
+    above the bound the paper states; ``exact``: equal to the paper's; ``none``: nothing to judge by.
     """
+
+    __test__ = False  # not a test class for pytest
 
     kind: str = "none"
     value: float | tuple[float, float] | None = None
     source: Source | None = None
 
 
-NO_SPREAD = Spread()
+Spread = Test  # the name of earlier versions
+NO_SPREAD = Test()
 
 
 @dataclass(frozen=True)
@@ -90,9 +112,12 @@ class Row:
     paper: float
     like_for_like: Source
     own: Source | None = None
-    spread: Spread = field(default=NO_SPREAD)
+    spread: Test = field(default=NO_SPREAD)
     headline: bool = False
     note: str = ""
+    #: the aspects of the paper's setup (:data:`ASPECTS`) the quantity depends on: where the preset's
+    #: differ, the row is ``not comparable``
+    needs: frozenset[str] = frozenset()
 
 
 # --- the published numbers (method.md §1-3, §6, §7, §12) ---------------------------------------------
@@ -104,6 +129,12 @@ PUBLISHED_STEPS = {"1337": 4500, "1442": 5000, "88": 4500, "99999": 4500}
 #: §6: the approximation vs the model over the paper's prompts with its values.
 HELLINGER = {"mean": PAPER_REFERENCE["approximation_mean"], "std": PAPER_REFERENCE["approximation_std"],
              "min": 0.0013, "max": 0.9994}
+#: §6: the prompts each of the paper's Hellinger statistics is over.
+HELLINGER_PROMPTS = 20_000
+#: What a row depends on (:attr:`Row.needs`): the trained model (width, heads, context, training steps), the
+#: text (the strings searched), the prompt count (extremes grow with it; means and stds do not).
+MODEL = frozenset({"model"})
+DATA = frozenset({"data"})
 #: §6: each alternate vs the original, (mean, std).
 ALTERNATES = {"1442": (0.1064, 0.0823), "88": (0.1057, 0.0817), "99999": (0.1053, 0.0828)}
 #: §6 case studies, block 1 alone at three thresholds: (strings above it, H).
@@ -124,14 +155,14 @@ def _loss_rows() -> list[Row]:
     for seed in PAPER_SEEDS:
         rows.append(Row(
             f"published_step_seed{seed}", "§2", f"training step of the published model, seed {seed}",
-            PUBLISHED_STEPS[seed], at("training", "models", seed, "steps"), spread=Spread("exact"),
+            PUBLISHED_STEPS[seed], at("training", "models", seed, "steps"), spread=Test("exact"), needs=MODEL,
             note="the paper preset trains each seed to its published step; smaller presets train fewer"))
         for i, split in enumerate(("train", "val")):
             rows.append(Row(
                 f"{split}_loss_seed{seed}", "§2", f"{split} loss, seed {seed}", LOSSES[seed][i],
                 at("training", "models", seed, f"{split}_loss"),
-                spread=Spread("seeds", source=at("training", "models", ALL, f"{split}_loss")),
-                headline=seed == "1337" and split == "val",
+                spread=Test("seeds", source=at("training", "models", ALL, f"{split}_loss")),
+                headline=seed == "1337" and split == "val", needs=MODEL,
                 note="the same estimate (random batches per split) in both definitions"))
     return rows
 
@@ -142,24 +173,28 @@ def _hellinger_rows() -> list[Row]:
         rows.append(Row(
             f"hellinger_{stat}", "§6", f"approximation vs model, {stat} of H over the prompts", value,
             at("paper_prompts", "paper_values", stat), at("heldout", "approximation", stat),
-            spread=Spread("paper_std", HELLINGER["std"]) if stat == "mean" else NO_SPREAD, headline=stat in ("mean", "std"),
+            spread=Test("means", (HELLINGER["std"], HELLINGER_PROMPTS), at("paper_prompts", "paper_values"))
+            if stat == "mean" else NO_SPREAD, headline=stat in ("mean", "std"),
+            needs=DATA | {"prompts"} if stat in ("min", "max") else DATA,
             note="like-for-like: the paper's prompts, thresholds and weights, in-sample; own: held-out evaluation "
                  "prompts, thresholds and weights tuned on the held-out tuning prompts"))
     rows.append(Row(
         "hellinger_mean_tuned_values", "§6", "approximation vs model, mean H, our tuned values on the paper's prompts",
         HELLINGER["mean"], at("paper_prompts", "approximation", "mean"), at("corpus", "approximation", "mean"),
-        spread=Spread("paper_std", HELLINGER["std"]), headline=True,
+        spread=Test("means", (HELLINGER["std"], HELLINGER_PROMPTS), at("paper_prompts", "approximation")),
+        headline=True, needs=DATA,
         note="for reference: the paper's prompts with the values tuned on the corpus mode's tuning prompts; own: the "
              "corpus mode's evaluation prompts"))
     for seed, (mean, std) in ALTERNATES.items():
         rows.append(Row(
             f"alternate_{seed}_mean", "§6", f"seed {seed} vs the original, mean H", mean,
             at("paper_prompts", "alternates", seed, "mean"), at("heldout", "alternates", seed, "mean"),
-            spread=Spread("paper_std", std), headline=True,
+            spread=Test("means", (std, HELLINGER_PROMPTS), at("paper_prompts", "alternates", seed)), headline=True,
+            needs=DATA,
             note="like-for-like: the paper's prompts; own: the held-out evaluation prompts"))
         rows.append(Row(
             f"alternate_{seed}_std", "§6", f"seed {seed} vs the original, std of H", std,
-            at("paper_prompts", "alternates", seed, "std"), at("heldout", "alternates", seed, "std")))
+            at("paper_prompts", "alternates", seed, "std"), at("heldout", "alternates", seed, "std"), needs=DATA))
     return rows
 
 
@@ -172,28 +207,28 @@ def _case_study_rows() -> list[Row]:
                 f"and_only_l_block1_{t}_{what}", "§6", f"'And only l', block 1 alone at {t}: "
                 + ("strings above the threshold" if what == "matches" else "H"), value,
                 at("case_studies", "case_studies", and_only_l, "block0_only", t, what),
-                note="the paper's model and ours differ in detail (method.md §6)"))
+                needs=MODEL, note="the paper's model and ours differ in detail (method.md §6)"))
     for b, matches in enumerate(AND_ONLY_L_ALL_BLOCKS["matches"]):
         rows.append(Row(
             f"and_only_l_block{b + 1}_matches", "§6", f"'And only l', all blocks: strings above block {b + 1}'s "
             "threshold", matches, at("case_studies", "case_studies", and_only_l, "paper_values", "matches", b),
             at("case_studies", "case_studies", and_only_l, "tuned", "matches", b),
-            note="like-for-like: the paper's thresholds; own: our tuned thresholds"))
+            needs=MODEL, note="like-for-like: the paper's thresholds; own: our tuned thresholds"))
     rows.append(Row(
         "and_only_l_all_blocks_hellinger", "§6", "'And only l', all blocks: H", AND_ONLY_L_ALL_BLOCKS["hellinger"],
         at("case_studies", "case_studies", and_only_l, "paper_values", "hellinger"),
         at("case_studies", "case_studies", and_only_l, "tuned", "hellinger"),
-        note="like-for-like: the paper's thresholds and weights; own: our tuned ones"))
+        needs=MODEL, note="like-for-like: the paper's thresholds and weights; own: our tuned ones"))
     hing_tremb = Where("prompt", "hing tremb")
     rows.append(Row(
         "hing_tremb_block1_hellinger", "§6", "'hing tremb', block 1 alone: H", HING_TREMB["block1_only"],
         at("case_studies", "case_studies", hing_tremb, "block0_only", "0.95", "hellinger"),
-        note="at 0.95, the paper's block-1 threshold (the paper does not restate it for this prompt)"))
+        needs=MODEL, note="at 0.95, the paper's block-1 threshold (the paper does not restate it for this prompt)"))
     rows.append(Row(
         "hing_tremb_all_blocks_hellinger", "§6", "'hing tremb', all blocks: H", HING_TREMB["all_blocks"],
         at("case_studies", "case_studies", hing_tremb, "paper_values", "hellinger"),
         at("case_studies", "case_studies", hing_tremb, "tuned", "hellinger"),
-        note="like-for-like: the paper's thresholds and weights; own: our tuned ones"))
+        needs=MODEL, note="like-for-like: the paper's thresholds and weights; own: our tuned ones"))
     return rows
 
 
@@ -202,43 +237,45 @@ def _supporting_rows(mode: str = SUPPORTING_MODE) -> list[Row]:
     rows = []
     for variant, values in ABLATION.items():
         for b, value in enumerate(values, start=1):
-            block = ("ablation", "comparison", mode, Where("block", b))
+            block = ("ablation", "comparison", mode, Where("block", b - 1))  # 0-based in the metrics
             rows.append(Row(
                 f"ablation_{variant}_block{b}", "§7", f"ablation, {variant.replace('_', '-')} in block {b}: mean H",
                 value, at("supporting", *block, f"one_token_{variant}"), at("supporting", *block, f"full_{variant}"),
-                spread=Spread("seeds", source=at("supporting", *block, f"one_token_{variant}_seed_range")),
-                headline=b == 1,
+                spread=Test("seeds", source=at("supporting", "ablation", "modes", mode, "one_token", variant,
+                                               "per_seed", ALL, "mean", b - 1)),
+                headline=b == 1, needs=MODEL,
                 note="like-for-like: the one-token continuation (the paper's code); own: the full-context intervention"))
     for b, value in enumerate(CRITERION_END_OF_MODEL, start=1):
-        block = ("criterion", "comparison", mode, Where("block", b))
+        block = ("criterion", "comparison", mode, Where("block", b - 1))
         rows.append(Row(
             f"criterion_end_of_model_block{b}", "§7", f"criterion, end-of-model subspaces, block {b}: % of prompts",
             value, at("supporting", *block, "end_of_model_abs"), at("supporting", *block, "end_of_model_signed"),
-            headline=b == 6, note="like-for-like: ranks by |cos| (the notebooks); own: sign-aware ranks"))
+            headline=b == 6, needs=MODEL, note="like-for-like: ranks by |cos| (the notebooks); own: sign-aware ranks"))
     for b, value in CRITERION_SAME_STAGE.items():
-        block = ("criterion", "comparison", mode, Where("block", b))
+        block = ("criterion", "comparison", mode, Where("block", b - 1))
         rows.append(Row(
             f"criterion_same_stage_block{b}", "§7", f"criterion, same-stage subspaces, block {b}: % of prompts",
             value, at("supporting", *block, "same_stage_abs"), at("supporting", *block, "same_stage_signed"),
-            note="like-for-like: ranks by |cos|; own: sign-aware ranks"))
-    block6 = ("criterion", "comparison", mode, Where("block", 6))
+            needs=MODEL, note="like-for-like: ranks by |cos|; own: sign-aware ranks"))
+    block6 = ("criterion", "comparison", mode, Where("block", 5))
     rows.append(Row(
         "criterion_chance_block6", "§7", "criterion's chance level, block 6, end-of-model: % of prompts",
         sum(CRITERION_CHANCE_PERCENT) / 2, at("supporting", *block6, "end_of_model_permutation_null_abs"),
-        at("supporting", *block6, "end_of_model_chance_exact"), spread=Spread("paper_range", CRITERION_CHANCE_PERCENT),
+        at("supporting", *block6, "end_of_model_chance_exact"), spread=Test("paper_range", CRITERION_CHANCE_PERCENT),
+        needs=MODEL,
         note="the paper drew iid cosines from a kernel density fit (16-21%); like-for-like here: the permutation "
              "null, which keeps the real cosines exactly; own: the exact formula C(k, n) / C(V, n)"))
     rows.append(Row(
         "subspace_sigma_ratio_a", "§7", "token subspace of 'a' at the input of ln_f: sigma_1 / sigma_2",
         SUBSPACE_SIGMA_RATIO_ABOVE, at("supporting", "token_subspaces", "a_at_ln_f_input", "sigma_ratio"),
         at("supporting", "token_subspaces", "a_at_ln_f_input", "sigma_ratio_centred"),
-        spread=Spread("lower_bound", SUBSPACE_SIGMA_RATIO_ABOVE),
+        spread=Test("lower_bound", SUBSPACE_SIGMA_RATIO_ABOVE), needs=MODEL,
         note="the paper states sigma_1 > 6 sigma_2; like-for-like: uncentred SVD (the notebooks); own: centred"))
     for key, value in FINAL_LAYERNORM.items():
         rows.append(Row(
             f"final_layernorm_{key}", "§12", "final LayerNorm, last block's output "
             + ("scaled by 10" if key.endswith("scaled") else "unscaled") + ": mean ln_f output norm", value,
-            at("supporting", "final_layernorm", "modes", mode, "scaling", "10", key),
+            at("supporting", "final_layernorm", "modes", mode, "scaling", "10", key), needs=MODEL,
             note="the paper: its first 1,000 prompts; ours: every prompt of the mode; the norm depends on the "
                  "model's ln_f gain, so only the scaled-vs-unscaled agreement carries over"))
     return rows
@@ -246,9 +283,10 @@ def _supporting_rows(mode: str = SUPPORTING_MODE) -> list[Row]:
 
 ROWS: tuple[Row, ...] = (
     Row("n_params", "§1", "parameters of the model", 10_788_929, at("original_model", "n_params"),
-        spread=Spread("exact"), note="exact at the paper preset's shape; smaller presets have smaller models"),
+        spread=Test("exact"), needs=MODEL, note="exact at the paper preset's shape; smaller presets have smaller models"),
     Row("n_strings", "§3", "unique substrings of length 10", 858_923, at("verification", "paper", "strings"),
-        spread=Spread("exact"), note="the strings the paper mode searched; the test preset uses a slice of the text"),
+        spread=Test("exact"), needs=DATA,
+        note="the strings the paper mode searched; the test preset uses a slice of the text"),
     *_loss_rows(),
     *_hellinger_rows(),
     *_case_study_rows(),
@@ -305,40 +343,132 @@ def _number(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """A row's verdict (one of :data:`VERDICTS`), the test that decided it, and its numbers (None where the
+    test has none): the test statistic, its two-sided p-value, the 95% interval of the difference."""
+
+    verdict: str
+    test: str
+    statistic: float | None = None
+    p_value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+def _decide(p_value: float) -> str:
+    return "differs" if p_value < LEVEL else "consistent"
+
+
+def means_test(ours_mean: float, ours_std: float, ours_n: int, paper_mean: float, paper_std: float,
+               paper_n: int) -> Verdict:
+    """Two means against each other: z = (ours - paper) / se, se = sqrt(std_o^2/n_o + std_p^2/n_p) (each mean's
+    standard error from its per-prompt std and prompt count; both counts in the hundreds or more, so the normal
+    distribution), two-sided at :data:`LEVEL`, with the 95% interval of the difference."""
+    if ours_n < 2 or paper_n < 2:
+        return Verdict("no spread", f"difference of means: needs two prompts or more a side (ours {ours_n})")
+    se = math.sqrt(ours_std**2 / ours_n + paper_std**2 / paper_n)
+    diff = ours_mean - paper_mean
+    if se == 0:
+        return Verdict("no spread", "difference of means: both standard errors are 0")
+    z = diff / se
+    p = float(2 * stats.norm.sf(abs(z)))
+    half = float(stats.norm.ppf(0.975)) * se
+    return Verdict(_decide(p), f"z-test of the difference of means: se {se:.2g} (ours n={ours_n}, the paper's "
+                   f"std {paper_std:g}, n={paper_n}), z = {z:.2f}, p = {p:.2g}, 95% CI of the difference "
+                   f"[{diff - half:.4g}, {diff + half:.4g}], two-sided at {LEVEL:g}", z, p, diff - half, diff + half)
+
+
+def seeds_test(values: Sequence[float], paper: float) -> Verdict:
+    """The paper's value against our seeds' mean: t = (mean - paper) / (s / sqrt(k)) with k - 1 degrees of
+    freedom (k seeds, s their sample std), two-sided at :data:`LEVEL`, with the 95% interval of the difference."""
+    k = len(values)
+    if k < 2:
+        return Verdict("no spread", f"t-test over seeds: needs two seeds or more, has {k}")
+    v = [float(x) for x in values]
+    mean = sum(v) / k
+    s = math.sqrt(sum((x - mean) ** 2 for x in v) / (k - 1))
+    diff = mean - paper
+    if s == 0:
+        return Verdict("consistent" if diff == 0 else "differs",
+                       f"t-test over {k} seeds: every seed gives {mean:.4g}, no spread; equal to the paper's or not")
+    se = s / math.sqrt(k)
+    t = diff / se
+    p = float(2 * stats.t.sf(abs(t), k - 1))
+    half = float(stats.t.ppf(0.975, k - 1)) * se
+    return Verdict(_decide(p), f"one-sample t-test over {k} seeds: our mean {mean:.4g}, se {se:.2g}, t = {t:.2f} "
+                   f"({k - 1} df), p = {p:.2g}, 95% CI of the difference [{diff - half:.4g}, {diff + half:.4g}], "
+                   f"two-sided at {LEVEL:g}", t, p, diff - half, diff + half)
+
+
+#: The training settings that change the trained model (threads, precision of the arithmetic and the like do
+#: not change what a row measures).
+TRAINING = ("batch_size", "phases", "final_step_by_seed")
+
+
+def differences(preset: Mapping, paper: Mapping) -> dict[str, str]:
+    """Which aspects (:data:`ASPECTS`) of the active preset's settings differ from the ``paper`` preset's, and
+    how: ``model`` (the model's shape, or its training: batch size, phases, per-seed last steps), ``data``
+    (the slice of the corpus), ``prompts`` (the paper mode's prompt count). ``preset``, ``paper``: the
+    presets' settings (``model``, ``train``, ``corpus_chars``, ``analysis``)."""
+    out = {}
+    model = [f"{k} {preset['model'].get(k)} (the paper: {v})" for k, v in paper["model"].items()
+             if preset["model"].get(k) != v]
+    train = [f"{k} {preset['train'].get(k)} (the paper: {paper['train'].get(k)})" for k in TRAINING
+             if preset["train"].get(k) != paper["train"].get(k)]
+    if model or train:
+        out["model"] = "a different model: " + "; ".join(model + train)
+    if preset.get("corpus_chars") != paper.get("corpus_chars"):
+        out["data"] = f"corpus_chars {preset.get('corpus_chars')} (the paper: all of the text)"
+    ours_n, paper_n = preset["analysis"]["paper_prompts"], paper["analysis"]["paper_prompts"]
+    if ours_n < paper_n:
+        out["prompts"] = f"{ours_n} of the paper's {paper_n} prompts"
+    return out
+
+
 def judge(row: Row, like_for_like: float | None, documents: Mapping[str, object], absent: Mapping[str, str],
-          files: Mapping[str, str] | None = None) -> tuple[bool | None, str]:
-    """Whether the like-for-like value agrees with the paper's by the row's :class:`Spread`, and the rule
-    (or why it cannot be judged)."""
-    spread = row.spread
-    if spread.kind == "none":
-        return None, "no spread reported or computable"
+          files: Mapping[str, str] | None = None, differ: Mapping[str, str] | None = None) -> Verdict:
+    """The row's :class:`Verdict`. ``differ``: :func:`differences` (nothing differs where None)."""
+    test = row.spread
     if like_for_like is None:
-        return None, "no like-for-like value"
-    if spread.kind == "paper_std":
-        return bool(abs(like_for_like - row.paper) <= spread.value), f"|difference| <= the paper's std {spread.value:g}"
-    if spread.kind == "paper_range":
-        lo, hi = spread.value
-        return bool(lo <= like_for_like <= hi), f"within the paper's range [{lo:g}, {hi:g}]"
-    if spread.kind == "lower_bound":
-        return bool(like_for_like > spread.value), f"above the paper's bound {spread.value:g}"
-    if spread.kind == "exact":
-        return bool(like_for_like == row.paper), "equal to the paper's"
-    if spread.kind == "seeds":
-        values, reason = lookup(documents, absent, spread.source, files)
+        return Verdict("not computed", "no like-for-like value")
+    reasons = [differ[a] for a in ASPECTS if a in row.needs and a in (differ or {})]
+    if reasons:
+        return Verdict("not comparable", "not comparable: " + "; ".join(reasons))
+    if test.kind == "none":
+        return Verdict("no spread", "no spread reported or computable")
+    if test.kind == "means":
+        stats_, reason = lookup(documents, absent, test.source, files)
+        numbers = {k: _number(stats_.get(k)) for k in ("mean", "std", "n")} if isinstance(stats_, Mapping) else {}
+        if reason is not None or None in numbers.values() or not numbers:
+            why = reason or f"{test.source.describe(files or {})} has no mean, std and n"
+            return Verdict("no spread", f"difference of means: {why}")
+        paper_std, paper_n = test.value
+        return means_test(numbers["mean"], numbers["std"], int(numbers["n"]), row.paper, paper_std, paper_n)
+    if test.kind == "seeds":
+        values, reason = lookup(documents, absent, test.source, files)
         numbers = [_number(v) for v in values] if isinstance(values, list) else []
-        if reason is not None or len(numbers) < 2 or None in numbers:
-            return None, f"our seeds' range: {reason or f'{values!r} is not a list of seed values'}"
-        lo, hi = min(numbers), max(numbers)
-        return bool(lo <= row.paper <= hi), f"the paper's value within our seeds' range [{lo:.4g}, {hi:.4g}]"
-    raise ValueError(f"row {row.id}: unknown spread kind {spread.kind!r}")
+        if reason is not None or not numbers or None in numbers:
+            return Verdict("no spread", f"t-test over seeds: {reason or f'{values!r} is not a list of seed values'}")
+        return seeds_test(numbers, row.paper)
+    if test.kind == "paper_range":
+        lo, hi = test.value
+        return Verdict("consistent" if lo <= like_for_like <= hi else "differs",
+                       f"inside the paper's stated range [{lo:g}, {hi:g}] or not")
+    if test.kind == "lower_bound":
+        return Verdict("consistent" if like_for_like > test.value else "differs",
+                       f"above the paper's stated bound {test.value:g} or not")
+    if test.kind == "exact":
+        return Verdict("consistent" if like_for_like == row.paper else "differs", "exact: equal to the paper's or not")
+    raise ValueError(f"row {row.id}: unknown test kind {test.kind!r}")
 
 
 def compare(rows: Sequence[Row], documents: Mapping[str, object], absent: Mapping[str, str] | None = None,
-            files: Mapping[str, str] | None = None) -> list[dict]:
+            files: Mapping[str, str] | None = None, differ: Mapping[str, str] | None = None) -> list[dict]:
     """The table: one record per row (keys of :data:`TABLE_SCHEMA`, values None where missing).
 
     documents: name -> parsed metrics document; absent: name -> why this workflow has no such document;
-    files: name -> its path, for the table's source column.
+    files: name -> its path, for the table's source column; differ: :func:`differences` of the run's preset.
     """
     absent, files = absent or {}, files or {}
     table = []
@@ -349,12 +479,13 @@ def compare(rows: Sequence[Row], documents: Mapping[str, object], absent: Mappin
             reason = f"{row.like_for_like.describe(files)} is {value!r}, not a number"
         own, own_reason = (None, "same definition") if row.own is None else lookup(documents, absent, row.own, files)
         own = _number(own)
-        within, rule = judge(row, like, documents, absent, files)
+        v = judge(row, like, documents, absent, files, differ)
         table.append({
             "id": row.id, "section": row.section, "quantity": row.quantity, "paper": float(row.paper),
             "like_for_like": like, "own": own,
             "difference": None if like is None else like - row.paper,
-            "within_spread": within, "spread_rule": rule,
+            "verdict": v.verdict, "test": v.test, "statistic": v.statistic, "p_value": v.p_value,
+            "ci_low": v.ci_low, "ci_high": v.ci_high,
             "status": "computed" if like is not None else "not computed",
             "reason": reason or "", "own_reason": "" if own is not None else (own_reason or ""),
             "like_for_like_source": row.like_for_like.describe(files),
@@ -364,32 +495,37 @@ def compare(rows: Sequence[Row], documents: Mapping[str, object], absent: Mappin
     return table
 
 
-def headline(rows: Sequence[Row], table: Sequence[Mapping]) -> dict[str, dict[str, float | bool]]:
+def counts(table: Sequence[Mapping]) -> dict[str, int]:
+    """Rows per verdict (every verdict of :data:`VERDICTS`, zeros included) and in all."""
+    return {"rows": len(table), **{v: sum(t["verdict"] == v for t in table) for v in VERDICTS}}
+
+
+def headline(rows: Sequence[Row], table: Sequence[Mapping]) -> dict[str, dict[str, float | str]]:
     """The rows marked ``headline``, flat enough for ``dvc metrics show`` (missing values left out)."""
     marked = {r.id for r in rows if r.headline}
     out = {}
     for t in table:
         if t["id"] in marked:
-            out[t["id"]] = {k: t[k] for k in ("paper", "like_for_like", "own", "difference", "within_spread")
+            out[t["id"]] = {k: t[k] for k in ("paper", "like_for_like", "own", "difference", "verdict", "p_value")
                             if t[k] is not None}
     return out
 
 
-def report(rows: Sequence[Row], table: Sequence[Mapping], preset: str) -> dict:
-    """The ``metrics/paper_comparison.json`` content."""
+def report(rows: Sequence[Row], table: Sequence[Mapping], preset: str, differ: Mapping[str, str] | None = None) -> dict:
+    """The ``metrics/paper_comparison.json`` content: the verdict counts first (its headline)."""
     return {
         "preset": preset,
+        "counts": counts(table),
+        "level": LEVEL,
+        "differences_from_the_paper": dict(differ or {}),
         "headline": headline(rows, table),
-        "counts": {"rows": len(table), "computed": sum(t["status"] == "computed" for t in table),
-                   "within_spread": sum(t["within_spread"] is True for t in table),
-                   "outside_spread": sum(t["within_spread"] is False for t in table)},
         "rows": [{k: _json_number(v) for k, v in t.items()} for t in table],
     }
 
 
 def _json_number(value):
     if isinstance(value, float):
-        return None if math.isnan(value) else round(value, 6)
+        return None if math.isnan(value) else float(f"{value:.6g}") if abs(value) < 1e-3 else round(value, 6)
     return value
 
 
@@ -403,8 +539,12 @@ TABLE_SCHEMA = Schema("paper comparison", {
     "like_for_like": pa.float64(),  # NaN: not computed (see reason)
     "own": pa.float64(),  # NaN: the same definition as like-for-like, or not computed (see own_reason)
     "difference": pa.float64(),  # like-for-like minus paper
-    "within_spread": pa.string(),  # yes, no, or empty (nothing to judge by: see spread_rule)
-    "spread_rule": pa.string(),
+    "verdict": pa.string(),  # one of VERDICTS
+    "test": pa.string(),  # the test that decided the verdict, with its numbers (or why none)
+    "statistic": pa.float64(),  # z or t; NaN where the test has none
+    "p_value": pa.float64(),  # two-sided; NaN where the test has none
+    "ci_low": pa.float64(),  # the 95% interval of the difference; NaN where the test has none
+    "ci_high": pa.float64(),
     "status": pa.string(),  # computed, not computed
     "reason": pa.string(),
     "own_reason": pa.string(),
@@ -414,18 +554,12 @@ TABLE_SCHEMA = Schema("paper comparison", {
 })
 
 
-def _flag(value: bool | None) -> str:
-    return "" if value is None else ("yes" if value else "no")
-
-
 def write_table_csv(path, table: Sequence[Mapping]) -> None:
     nan = float("nan")
     columns = {}
     for k, dtype in TABLE_SCHEMA.columns.items():
-        if k == "within_spread":
-            columns[k] = [_flag(t[k]) for t in table]
-        elif pa.types.is_floating(dtype):
-            columns[k] = [nan if t[k] is None else round(float(t[k]), 6) for t in table]
+        if pa.types.is_floating(dtype):
+            columns[k] = [nan if t[k] is None else float(_json_number(float(t[k]))) for t in table]
         else:
             columns[k] = [str(t[k]) for t in table]
     write_csv(path, TABLE_SCHEMA, columns)
@@ -445,13 +579,47 @@ def _cell(value) -> str:
     return str(value)
 
 
+
+
 def markdown(table: Sequence[Mapping]) -> str:
-    """The table as Markdown: one line per row, the reason in place of a missing value."""
-    lines = ["| section | quantity | paper | like-for-like | own | difference | within spread | spread rule |",
+    """The table as Markdown: the verdict counts, then one line per row, the reason in place of a missing value."""
+    c = counts(table)
+    lines = [", ".join(f"{v}: {c[v]}" for v in VERDICTS) + f" (of {c['rows']} rows)", "",
+             "| section | quantity | paper | like-for-like | own | difference | verdict | test |",
              "|---|---|---|---|---|---|---|---|"]
     for t in table:
         like = _cell(t["like_for_like"]) if t["status"] == "computed" else f"not computed: {t['reason']}"
         cells = [t["section"], t["quantity"], _cell(t["paper"]), like, _cell(t["own"]), _cell(t["difference"]),
-                 _flag(t["within_spread"]) or "-", t["spread_rule"]]
+                 t["verdict"], t["test"]]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")  # a bare | would split a cell
     return "\n".join(lines) + "\n"
+
+
+def findings(documents: Mapping[str, object]) -> list[str]:
+    """The comparison's sentences of the run's findings (tinylens.findings): the verdict counts, what is not
+    comparable and why, and the rows that differ. ``documents``: ``comparison`` (metrics/paper_comparison.json)."""
+    from tinylens.findings import get, num
+
+    doc = documents["comparison"]
+    c = get(doc, "counts")
+    phrases = {"consistent": "agree with ours", "differs": "differ", "not comparable": "are not comparable at this "
+               "preset", "no spread": "have no uncertainty to judge by", "not computed": "were not computed"}
+    parts = [f"{c[v]} {phrases[v]}" for v in VERDICTS if c.get(v)]
+    out = [f"Of the {get(c, 'rows')} published numbers, " + ", ".join(parts)
+           + f" (two-sided tests at {num(get(doc, 'level'))}; `comparison/paper_comparison.md`)."]
+    differ = get(doc, "differences_from_the_paper")
+    if differ:
+        out.append("Not comparable here: " + "; ".join(f"{k}: {v}" for k, v in differ.items()) + ".")
+    rows = {r["id"]: r for r in get(doc, "rows")}
+    mean = rows.get("hellinger_mean")
+    if mean and mean["verdict"] in ("consistent", "differs"):
+        word = "differs from" if mean["verdict"] == "differs" else "is consistent with"
+        out.append(f"The like-for-like mean Hellinger distance, {num(mean['like_for_like'])}, {word} the paper's "
+                   f"{num(mean['paper'])} (difference {num(mean['difference'], 2)}, 95% interval "
+                   f"{num(mean['ci_low'], 2)} to {num(mean['ci_high'], 2)}, p = {num(mean['p_value'], 2)}).")
+    differing = [r for r in rows.values() if r["verdict"] == "differs" and r["id"] != "hellinger_mean"]
+    if differing:
+        out.append("Differing: " + "; ".join(f"{r['quantity']} ({num(r['like_for_like'])} against "
+                                             f"{num(r['paper'])})" for r in differing[:4])
+                   + (f"; and {len(differing) - 4} more" if len(differing) > 4 else "") + ".")
+    return out

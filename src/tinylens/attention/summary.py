@@ -110,3 +110,40 @@ def family_metrics(seed: int, spectra: Mapping, trajectories: Mapping, probes: M
         "trajectories": {**trajectories, "source": SOURCE_CLAIMS["trajectories"]},
         "probes": {**probes, "source": SOURCE_CLAIMS["probes"]},
     }
+
+
+def findings(documents: Mapping) -> list[str]:
+    """The family's sentences of the run's findings (tinylens.findings). Heads 0-based (block and head), as in
+    the tables. ``documents``: ``attention`` (metrics/attention.json)."""
+    from tinylens.findings import get, num, percent
+
+    doc = documents["attention"]
+    depths = get(doc, "trajectories", "per_depth")
+    last = depths[-2] if len(depths) > 1 else depths[-1]  # the last block before the final state
+    first = depths[0]
+    better = sum(get(d, "tuned_kl_mean") < get(d, "logit_kl_mean") for d in depths[:-1])
+    out = [f"The tuned lens is closer to the final distribution than the logit lens at {better} of {len(depths) - 1} "
+           f"depths (mean KL {num(get(first, 'tuned_kl_mean'), 2)} against {num(get(first, 'logit_kl_mean'), 2)} nats at "
+           f"the embedding, {num(get(last, 'tuned_kl_mean'), 2)} against {num(get(last, 'logit_kl_mean'), 2)} at depth "
+           f"{get(last, 'depth')})."]
+    final = depths[-1]
+    vocab = get(doc, "trajectories", "vocab_size")
+    out.append(f"The final state points at the next token's unembedding row (mean cosine "
+               f"{num(get(final, 'cos_unembed_mean'), 2)}, mean rank {num(get(final, 'cos_unembed_rank_mean'), 2)} of "
+               f"{vocab}) more than at its input embedding ({num(get(final, 'cos_embed_mean'), 2)}, rank "
+               f"{num(get(final, 'cos_embed_rank_mean'), 2)}; chance {num((vocab + 1) / 2, 2)}).")
+    most = get(doc, "spectra", "most_self_attention", 0)
+    slowest = get(doc, "spectra", "absorption", "slowest")
+    out.append(f"The most self-attending head is block {get(most, 'block')}, head {get(most, 'head')} (mean diagonal "
+               f"{num(get(most, 'diag_mean'), 2)}); the backward walk is half absorbed after a median "
+               f"{num(get(doc, 'spectra', 'absorption', 'half_absorption_median'), 3)} steps, the slowest head after "
+               f"{num(slowest['half_absorption_mean'], 3)}.")
+    best = get(doc, "probes", "best_logistic")
+    chance = get(doc, "probes", "chance")
+    z = get(doc, "probes", "best_logistic_z_vs_shuffled")
+    verdict = ("above the shuffled-label control by more than two of its standard deviations" if z > 2 else
+               "not above the shuffled-label control by two of its standard deviations")
+    out.append(f"The best speaker probe reaches a balanced accuracy of {percent(get(best, 'balanced_accuracy'))} at "
+               f"depth {get(doc, 'probes', 'best_logistic_depth')} (chance {percent(get(chance, 'balanced_accuracy'))}): "
+               f"{verdict} (z = {num(z, 2)}, the best of the depths, so an upper bound).")
+    return out

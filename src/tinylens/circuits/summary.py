@@ -93,3 +93,27 @@ def summarize(final: pl.DataFrame, over_training: dict[int, pl.DataFrame], symme
                                       for v, pairs in formation(df, n).items()}
                           for seed, df in over_training.items()},
     }
+
+
+def findings(documents: dict) -> list[str]:
+    """The family's sentences of the run's findings (tinylens.findings): which transformations leave the real
+    model unchanged, and how the residual-basis ranking moves under the rest. ``documents``: ``circuits``
+    (metrics/circuits.json)."""
+    from tinylens.findings import get, num, span
+
+    doc = documents["circuits"]
+    result = get(doc, "symmetry_result")
+    survive = get(result, "real_model_survives_with_layernorm")
+    changes = get(result, "real_model_changes_with_layernorm")
+    eps = get(result, "real_model_survives_up_to_layernorm_eps")
+    out = [f"Of {len(get(doc, 'symmetry'))} invertible transformations of the residual basis, the real model (LayerNorm "
+           f"kept) is unchanged by {', '.join(survive) or 'none'}"
+           + (f", unchanged up to LayerNorm's eps by {', '.join(eps)}" if eps else "")
+           + (f" and changed by {', '.join(changes)}" if changes else "") + "."]
+    general = {t: e for t, e in get(doc, "symmetry").items() if not get(e, "orthogonal")}
+    if general:
+        taus = [tau for e in general.values() for tau in get(e, "kendall_tau").values()]
+        token = [get(e, "token_max_abs_score_change") for e in general.values()]
+        out.append(f"Under the non-orthogonal ones, the residual-basis composition ranking keeps a Kendall tau of "
+                   f"{span(taus, 2)} while token-basis scores move by at most {num(max(token), 2)}.")
+    return out

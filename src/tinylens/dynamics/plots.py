@@ -152,7 +152,7 @@ def make_head_scores(curves: Curves, summary: dict, seed: str, uniform_baseline:
     """One seed: every head's prefix-matching and copying scores against step; the best head in black."""
     steps = curves.steps
     best = summary["best_head"]
-    b_best, h_best = best["block"] - 1, best["head"]
+    b_best, h_best = best["block"], best["head"]  # 0-based
     panels = (("prefix_matching", "prefix-matching score"), ("copying_eigen", "copying score (OV eigenvalues)"),
               ("copying_logit", "copying score (direct logits)"))
     n_layer, n_head = curves.heads["prefix_matching"].shape[1:]

@@ -141,7 +141,7 @@ def seed_summary(curves: Curves, n_layer: int, tokens_per_step: int, settings: P
             "ie_by_depth": dict(zip(depth_names(n_layer), map(float, m["ie"][final]))),
         },
         "best_head": {
-            "block": int(layer) + 1, "head": int(head),
+            "block": int(layer), "head": int(head),  # 0-based, as in every metrics file and table
             **{name: float(curves.heads[name][final, layer, head]) for name in HEAD_SCORES},
             "prefix_matching_max": float(best_curve.max()),
             "prefix_matching_max_step": int(steps[int(np.argmax(best_curve))]),
@@ -192,3 +192,44 @@ def phase_change_windows(summary: dict) -> dict[int, tuple[float, float]]:
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"not a training-dynamics summary (metrics/dynamics.json): no seeds.<N>.window.start/end "
                          f"({error!r}); rerun the rule that writes it (snakemake --forcerun dynamics_summary)") from error
+
+
+def findings(documents: dict) -> list[str]:
+    """The family's sentences of the run's findings (tinylens.findings): whether an induction head and a phase
+    change formed, the ICL score, seed 000's phases. Heads 0-based (block and head), as in the tables.
+    ``documents``: ``dynamics`` (metrics/dynamics.json)."""
+    from tinylens.findings import get, num, span
+
+    doc = documents["dynamics"]
+    seeds = get(doc, "seeds")
+    n = len(seeds)
+    uniform = get(doc, "headline", "prefix_matching_uniform_baseline")
+    best = {k: get(s, "best_head") for k, s in seeds.items()}
+    scores = [get(b, "prefix_matching") for b in best.values()]
+    formed = sum(bool(get(s, "induction_head_formed")) for s in seeds.values())
+    top_seed = max(best, key=lambda k: best[k]["prefix_matching"])
+    top = best[top_seed]
+    head = f"block {get(top, 'block')}, head {get(top, 'head')} of seed {top_seed}"
+    threshold = get(doc, "settings", "induction_threshold")
+    if formed:
+        out = [f"An induction head forms in {formed} of {n} seeds (final prefix-matching score above "
+               f"{num(threshold)}; the best, {head}, reaches {num(top['prefix_matching'])} against a uniform "
+               f"head's {num(uniform)})."]
+    else:
+        out = [f"No induction head forms in any of the {n} seeds: the best final prefix-matching score is "
+               f"{num(max(scores))} ({head}; over the seeds {span(scores)}) against a uniform head's {num(uniform)}."]
+    icl = [get(s, "final", "icl_score") for s in seeds.values()]
+    se = [get(s, "final", "icl_score_se") for s in seeds.values()]
+    significant = sum(bool(get(s, "icl_significant")) for s in seeds.values())
+    out.append(f"The final in-context-learning score (loss late minus early in the context) is {span(icl)} nats "
+               f"(standard error up to {num(max(se), 2)}): "
+               + (f"significantly below 0 in {significant} of {n} seeds." if significant else
+                  "in no seed two standard errors below 0."))
+    changes = get(doc, "headline", "seeds_with_phase_change")
+    out.append(f"A phase change (both together) is detected in {changes} of {n} seeds." if changes else
+               "No phase change is detected in any seed.")
+    phases = get(doc, "headline", "phases_present")
+    counts = {i: sum(i in p for p in phases.values()) for i in (1, 2, 3)}
+    out.append("Seed 000's interaction-energy / KL phases: " + ", ".join(
+        f"phase {i} in {c} of {len(phases)} seeds" for i, c in counts.items()) + ".")
+    return out

@@ -209,3 +209,28 @@ def summarize_tables(tables: Mapping[str, Mapping], settings: SummarySettings) -
         dynamics_sparsity=settings.dynamics_sparsity, phase_seeds=settings.phase_seeds,
         fractions=parse_fractions(settings.fractions), tolerance=settings.tolerance,
         jump_settings=settings.jumps, threshold=settings.represented_norm)
+
+
+def findings(documents: Mapping) -> list[str]:
+    """The family's sentences of the run's findings (tinylens.findings). ``documents``: ``superposition``
+    (metrics/superposition.json)."""
+    from tinylens.findings import get, num, percent
+
+    h = get(documents["superposition"], "headline")
+    out = [f"Five sparse features in two dimensions: at the sparsest setting {num(get(h, 'uniform_sparsest_mean_represented'))} "
+           f"of 5 are represented on average, as a pentagon in {percent(get(h, 'uniform_sparsest_pentagon_share'))} "
+           "of the seeds."]
+    crossing = get(h, "crossing_odd_sparsity")
+    out.append(f"With one feature sparser than the others, the pentagon's and the two digons' losses cross at the odd "
+               f"feature's sparsity {num(crossing, 4)} ({num(get(h, 'crossing_relative_density'), 2)} times the "
+               "others' density)." if crossing is not None else
+               "With one feature sparser than the others, the pentagon's and the two digons' losses do not cross "
+               "exactly once on the grid.")
+    near, chance = get(h, "share_near_fraction_in_range"), get(h, "chance_share_in_range")
+    jumps = get(h, "jumps_total")
+    out.append(f"{percent(near)} of the feature dimensionalities in the fractions' range lie near a simple fraction "
+               f"(a uniform spread would put {percent(chance)} there); D_i makes {jumps} "
+               f"jump{'' if jumps == 1 else 's'} between fractions over training.")
+    out.append(f"The trained n = 2, m = 1 models' regime matches the analytic one in "
+               f"{percent(get(h, 'phase_agreement_best_seed'))} of the phase diagram's cells (best seed per cell).")
+    return out

@@ -176,22 +176,22 @@ def make_criterion(criterion: Mapping) -> Figure:
     fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes), 4.4), sharey=True, squeeze=False)
     for ax, (mode, rows) in zip(axes[0], modes.items()):
         rows = sorted(rows, key=lambda r: r["block"])
-        blocks = np.array([r["block"] for r in rows])
+        blocks = np.array([r["block"] + 1 for r in rows])  # the metrics count blocks from 0, figures from 1
         for j, variant in enumerate(("end_of_model", "same_stage")):
             have = [r for r in rows if f"{variant}_abs" in r]
             if not have:
                 continue
-            b = [r["block"] for r in have]
+            b = [r["block"] + 1 for r in have]
             ax.plot(b, [r[f"{variant}_abs"] for r in have], "o-", color=f"C{j}", label=f"{variant.replace('_', ' ')}, |cos|")
             ax.plot(b, [r[f"{variant}_signed"] for r in have], "o:", color=f"C{j}", alpha=0.7,
                     label=f"{variant.replace('_', ' ')}, signed cos")
-            paper = [(r["block"], r[f"paper_{variant}"]) for r in rows if r.get(f"paper_{variant}") is not None]
+            paper = [(r["block"] + 1, r[f"paper_{variant}"]) for r in rows if r.get(f"paper_{variant}") is not None]
             if paper:
                 ax.plot(*zip(*paper), "x", color=f"C{j}", ms=9, mew=2, label=f"paper, {variant.replace('_', ' ')}")
         have = [r for r in rows if "end_of_model_chance_exact" in r]
-        ax.plot([r["block"] for r in have], [r["end_of_model_chance_exact"] for r in have], "s--", color="grey",
+        ax.plot([r["block"] + 1 for r in have], [r["end_of_model_chance_exact"] for r in have], "s--", color="grey",
                 ms=4, label="chance, C(k,n)/C(V,n)")
-        ax.errorbar([r["block"] for r in have], [r["end_of_model_permutation_null_abs"] for r in have],
+        ax.errorbar([r["block"] + 1 for r in have], [r["end_of_model_permutation_null_abs"] for r in have],
                     yerr=[r["end_of_model_permutation_null_abs_std"] for r in have], fmt="^", color="black", ms=4,
                     capsize=3, label="permutation null (mean ± std)")
         lo, hi = criterion["paper"]["chance_percent"]

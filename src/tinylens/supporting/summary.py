@@ -11,13 +11,13 @@ from tinylens.supporting import published
 
 
 def ablation_section(summary: Mapping, n_blocks: int) -> dict:
-    """``summary``: :func:`summarize_ablation`. Adds, per mode, a per-block table
+    """``summary``: :func:`summarize_ablation`. Adds, per mode, a per-block table (blocks 0-based)
     with the paper's means beside ours (mean over seeds; the paper's table is the one-token variant)."""
     comparison = {}
     for mode, contexts in summary.items():
         rows = []
         for b in range(n_blocks):
-            row = {"block": b + 1}
+            row = {"block": b}  # 0-based, as in every metrics file and table
             for variant in ("drop_sa", "drop_ffwd"):
                 row[f"paper_{variant}"] = published.ABLATION[variant].get(b)
                 for context, variants in contexts.items():
@@ -38,7 +38,7 @@ def criterion_section(per_mode: Mapping[str, Mapping], n_blocks: int) -> dict:
         rows = []
         for b in reversed(range(n_blocks)):
             entry = s["blocks"][str(b)]
-            row = {"block": b + 1, "paper_end_of_model": published.CRITERION_END_OF_MODEL.get(b),
+            row = {"block": b, "paper_end_of_model": published.CRITERION_END_OF_MODEL.get(b),
                    "paper_same_stage": published.CRITERION_SAME_STAGE.get(b)}
             for variant in ("end_of_model", "same_stage"):
                 e = entry.get(variant)
@@ -104,7 +104,9 @@ def family_metrics(ablation: Mapping[int, Mapping[str, np.ndarray]], scaling: Ma
 
 def headline(ablation: Mapping, criterion: Mapping, subspaces: Mapping, scaling: Mapping, endpoint: Mapping,
              stages: Sequence[int], mode: str = "corpus") -> dict[str, float | None]:
-    """A flat table of the few numbers to look at first (the paper's prompt mode)."""
+    """A flat table of the few numbers to look at first, on ``mode``'s prompts: by default the corpus mode, whose
+    prompts are drawn from the searched strings as the paper's were (the comparison table reads the ``paper``
+    mode, the paper's own prompt set). Blocks 0-based in the keys, as everywhere in the metrics."""
     out: dict[str, float | None] = {}
     for row in ablation["comparison"].get(mode, []):
         for key in ("one_token_drop_sa", "one_token_drop_ffwd", "full_drop_sa", "full_drop_ffwd"):
@@ -227,3 +229,41 @@ def _f(x) -> float | None:
     """JSON-safe float: None for inf/NaN."""
     x = float(x)
     return round(x, 6) if np.isfinite(x) else None
+
+
+def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
+    """The family's sentences of the run's findings (tinylens.findings), on ``mode``'s prompts (the first
+    mode of the metrics where it has none). ``documents``: ``supporting`` (metrics/supporting.json)."""
+    from tinylens.findings import get, num
+
+    doc = documents["supporting"]
+    comparison = get(doc, "ablation", "comparison")
+    mode = mode if mode in comparison else next(iter(comparison))
+    out = []
+    blocks = get(comparison, mode)
+    ffwd = [get(b, "one_token_drop_ffwd") for b in blocks]
+    sa = [get(b, "one_token_drop_sa") for b in blocks]
+    larger = sum(f > s for f, s in zip(ffwd, sa))
+    out.append(f"Removing a block's feed-forward term moves the next-token distribution more than removing its "
+               f"attention term in {larger} of {len(blocks)} blocks (mean Hellinger, the paper's one-token "
+               f"variant, {mode} prompts; block 0: {num(ffwd[0], 2)} against {num(sa[0], 2)}).")
+    rows = get(doc, "criterion", "comparison", mode)
+    last = next((r for r in rows if "end_of_model_abs" in r), None)
+    if last is not None:
+        rate, null = get(last, "end_of_model_abs"), get(last, "end_of_model_permutation_null_abs")
+        sd = get(last, "end_of_model_permutation_null_abs_std")
+        relation = "above" if rate > null + 2 * sd else "below" if rate < null - 2 * sd else "within two standard deviations of"
+        out.append(f"The criterion (every top token within the first half by |cos|) holds for {num(rate, 3)}% of the "
+                   f"prompts at block {get(last, 'block')} with end-of-model subspaces, {relation} its permutation "
+                   f"null ({num(null, 3)}% +- {num(sd, 2)}).")
+    ratio = get(doc, "token_subspaces", "a_at_ln_f_input", "sigma_ratio")
+    if ratio is not None:
+        bound = published.SUBSPACE_SIGMA_RATIO["sigma_ratio_more_than"]
+        out.append(f"The token subspace of 'a' at the input of ln_f has sigma_1 / sigma_2 = {num(ratio)} "
+                   f"({'above' if ratio > bound else 'not above'} the paper's {num(bound)}).")
+    endpoint = get(doc, "ffwd_endpoint")
+    if mode in endpoint:
+        out.append(f"The feed-forward-only endpoint x_1 + sum_b ffwd_b points the way of the real final residual "
+                   f"(mean cosine {num(get(endpoint, mode, 'cosine', 'mean'))}) and its distribution is "
+                   f"{num(get(endpoint, mode, 'hellinger', 'mean'))} from the model's (mean Hellinger).")
+    return out

@@ -1,0 +1,124 @@
+"""The run's findings in words (tinylens.findings): every family's sentences from its metrics, the wording chosen
+by the data, a missing file or key skipped with a note, and README.md's block rendered from the committed
+snapshot."""
+
+import importlib
+import json
+
+import pytest
+
+from tinylens import findings
+from tinylens.dynamics.summary import findings as dynamics_findings
+from tinylens.findings import BEGIN, END, FAMILIES, block, render, replace_block, take_snapshot
+
+SUPERPOSITION = {"headline": {
+    "uniform_sparsest_mean_represented": 4.75, "uniform_sparsest_pentagon_share": 0.75,
+    "crossing_relative_density": 0.2605, "crossing_odd_sparsity": 0.98697, "share_near_fraction": 0.76,
+    "share_near_fraction_in_range": 0.98, "chance_share_in_range": 0.36, "jumps_total": 15,
+    "phase_agreement_best_seed": 0.94, "phase_boundary_mean_abs_log10_ratio": 0.07}}
+
+
+def test_readme_block_is_rendered_from_the_snapshot(repo):
+    """No result number in README.md is typed by hand: its block is what the committed snapshot renders.
+    After a change to a family's sentences: `python -m tinylens.findings render`; after a new default run:
+    `python -m tinylens.findings snapshot results/small`."""
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    expected = replace_block(readme, block(repo))
+    assert readme == expected, ("README.md's findings block differs from what docs/snapshot/ renders: run "
+                                "`python -m tinylens.findings render` (never edit the block by hand)")
+
+
+def test_the_snapshot_renders_every_family_it_holds(repo):
+    """Every family whose metrics the snapshot holds renders its sentences (none skipped for a missing key)."""
+    meta = json.loads((repo / "docs/snapshot/snapshot.json").read_text(encoding="utf-8"))
+    assert {"preset", "commit", "date", "machine", "files"} <= set(meta)
+    text = block(repo)
+    assert "has no key" not in text and "has no findings()" not in text
+    for family in FAMILIES:
+        if all(path in meta["files"] for path in family.paths().values()):
+            assert f"#### {family.title}\n\n*skipped" not in text, family.key
+
+
+def test_every_family_module_writes_findings():
+    for family in FAMILIES:
+        assert callable(getattr(importlib.import_module(family.module), "findings", None)), family.module
+
+
+def _write(root, path, document):
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_text(json.dumps(document), encoding="utf-8")
+
+
+def test_a_missing_metrics_file_skips_only_that_family_with_a_note(tmp_path):
+    _write(tmp_path, "metrics/superposition.json", SUPERPOSITION)
+    text = render(tmp_path)
+    assert "at the sparsest setting 4.75 of 5 are represented on average, as a pentagon in 75% of the seeds" in text
+    assert "cross at the odd feature's sparsity 0.987 (0.26 times the others' density)" in text
+    assert "*skipped: metrics/training.json is missing (this run did not make it)*" in text
+    assert "*skipped: metrics/dynamics.json is missing (this run did not make it)*" in text
+    assert text.count("*skipped:") == len(FAMILIES) - 1
+
+
+def test_a_missing_key_skips_the_family_naming_file_and_key(tmp_path):
+    broken = {"headline": {k: v for k, v in SUPERPOSITION["headline"].items() if k != "crossing_odd_sparsity"}}
+    _write(tmp_path, "metrics/superposition.json", broken)
+    assert ("*skipped: metrics/superposition.json has no key crossing_odd_sparsity (metrics of another version of "
+            "the code: rerun the family)*") in render(tmp_path)
+
+
+def _dynamics(prefix_matching: float, formed: bool, icl: float, se: float) -> dict:
+    seed = {"best_head": {"block": 3, "head": 1, "prefix_matching": prefix_matching},
+            "induction_head_formed": formed, "icl_significant": icl + 2 * se < 0,
+            "final": {"icl_score": icl, "icl_score_se": se}}
+    return {"dynamics": {
+        "settings": {"induction_threshold": 0.3},
+        "headline": {"prefix_matching_uniform_baseline": 0.049, "seeds_with_phase_change": int(formed and icl + 2 * se < 0),
+                     "phases_present": {"1337": [1, 2]}},
+        "seeds": {"1337": seed}}}
+
+
+def test_the_data_chooses_the_wording():
+    none = " ".join(dynamics_findings(_dynamics(0.046, False, 0.085, 0.09)))
+    assert "No induction head forms in any of the 1 seeds: the best final prefix-matching score is 0.046" in none
+    assert "against a uniform head's 0.049" in none and "No phase change is detected in any seed." in none
+    assert "in no seed two standard errors below 0" in none and "An induction head" not in none
+    found = " ".join(dynamics_findings(_dynamics(0.62, True, -0.4, 0.05)))
+    assert "An induction head forms in 1 of 1 seeds" in found and "block 3, head 1 of seed 1337" in found
+    assert "A phase change (both together) is detected in 1 of 1 seeds." in found and "No " not in found
+
+
+def test_the_comparison_sentences_say_what_the_verdicts_say():
+    from tinylens.comparison import findings as comparison_findings
+
+    rows = [{"id": "hellinger_mean", "quantity": "mean H", "paper": 0.1677, "like_for_like": 0.2376,
+             "difference": 0.0699, "ci_low": 0.0595, "ci_high": 0.0803, "p_value": 1.1e-39, "verdict": "differs"},
+            {"id": "n_params", "quantity": "parameters", "paper": 10788929.0, "like_for_like": 311617.0,
+             "verdict": "not comparable"}]
+    doc = {"counts": {"rows": 2, "consistent": 0, "differs": 1, "not comparable": 1, "no spread": 0,
+                      "not computed": 0}, "level": 0.05, "rows": rows,
+           "differences_from_the_paper": {"model": "a different model: n_embed 64 (the paper: 384)"}}
+    text = " ".join(comparison_findings({"comparison": doc}))
+    assert text.startswith("Of the 2 published numbers, 1 differ, 1 are not comparable at this preset")
+    assert "The like-for-like mean Hellinger distance, 0.238, differs from the paper's 0.168" in text
+    assert "Not comparable here: model: a different model: n_embed 64 (the paper: 384)." in text
+    rows[0]["verdict"] = "consistent"
+    assert "is consistent with the paper's" in " ".join(comparison_findings({"comparison": doc}))
+
+
+def test_snapshot_copies_a_run_with_its_provenance_and_renders_the_block(tmp_path):
+    repo, run = tmp_path / "repo", tmp_path / "results/small"
+    repo.mkdir()
+    (repo / "README.md").write_text(f"# x\n\n{BEGIN}\nstale text 0.123\n{END}\n\nmore\n", encoding="utf-8")
+    _write(run, "metrics/superposition.json", SUPERPOSITION)
+    copied = take_snapshot(run, repo)
+    assert copied == ["metrics/superposition.json"]
+    meta = json.loads((repo / "docs/snapshot/snapshot.json").read_text(encoding="utf-8"))
+    assert meta["preset"] == "small" and meta["files"] == copied and "CPUs" in meta["machine"]
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    assert "stale text" not in readme and readme.startswith("# x\n\n" + BEGIN) and readme.endswith(END + "\n\nmore\n")
+    assert "From the `small` run of commit" in readme and "as a pentagon in 75% of the seeds" in readme
+    with pytest.raises(FileNotFoundError, match="results/<preset>"):
+        take_snapshot(tmp_path / "nothing", repo)
+    (repo / "README.md").write_text("# no block\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="has no generated block"):
+        findings.render_readme(repo)
