@@ -162,3 +162,30 @@ def findings_metrics(wildcards):
 def dump_kinds(wildcards):
     """Prompts keep every kind (the ablation analysis needs them); strings what the preset names."""
     return ANALYSIS["string_kinds"] if wildcards.set == "strings" else list(VECTOR_KINDS)
+
+
+# --- external models through TransformerLens (rules/external.smk) ---
+import re
+
+from tinylens.sources import EXTERNAL_SEED, check_available
+
+EXTERNAL_MODELS = config["external_models"]
+EXTERNAL_NAMES = config["external"]
+
+
+def external(path):
+    """A file of one external model: results/<preset>/external/<model>/<path>."""
+    return results(f"external/{{name}}/{path}")
+
+
+def external_settings(key):
+    return lambda wc: EXTERNAL_MODELS[wc.name][key]
+
+
+def external_available(wildcards):
+    """Stops the plan before any job runs when a checkpoint cannot be loaded here (offline, no local copy)."""
+    entry = EXTERNAL_MODELS[wildcards.name]
+    check_available(entry["model"], entry["steps"], entry["revision"])
+    return []
+
+# --- end external models ---

@@ -2,30 +2,6 @@
 # named by `external` (entries of `external_models`) measured as our seeds are: training dynamics (§8) and
 # weight-only composition (§9); the same tables, metrics and figures, by the same summary and figure scripts,
 # under results/<preset>/external/<model>/. Target: `snakemake --cores all external_models`; not in `rule all`.
-import re
-
-from tinylens.sources import EXTERNAL_SEED, check_available
-
-EXTERNAL_MODELS = config["external_models"]
-EXTERNAL_NAMES = config["external"]
-
-
-def external(path):
-    """A file of one external model: results/<preset>/external/<model>/<path>."""
-    return results(f"external/{{name}}/{path}")
-
-
-def external_settings(key):
-    return lambda wc: EXTERNAL_MODELS[wc.name][key]
-
-
-def external_available(wildcards):
-    """Stops the plan before any job runs when a checkpoint cannot be loaded here (offline, no local copy)."""
-    entry = EXTERNAL_MODELS[wildcards.name]
-    check_available(entry["model"], entry["steps"], entry["revision"])
-    return []
-
-
 wildcard_constraints:
     name="|".join(map(re.escape, EXTERNAL_MODELS)) or "^$",
 
