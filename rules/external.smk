@@ -89,6 +89,7 @@ EXTERNAL_FIGURES = {
             seeds=[EXTERNAL_SEED],
             original=EXTERNAL_SEED,
             icl_positions=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["measure"]["icl_positions"],
+            icl_bands=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["measure"]["icl_bands"],
         ),
     ),
     "dynamics_loss_by_position": (

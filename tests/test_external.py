@@ -48,6 +48,7 @@ def ours_and_imported(tmp_path_factory):
 
 def settings():
     return MeasureSettings(val_windows=8, train_windows=4, energy_windows=8, icl_positions=[2, 15],
+                           icl_bands=[[1, 3], [10, 15]],
                            repeat={"length": 4, "copies": 4, "sequences": 3, "exclude": 1},
                            unigram_direction={"restarts": 2, "steps": 20}, seed=0)
 
@@ -137,6 +138,7 @@ def test_gpt_neox_and_gpt2_checkpoints_run_through_the_rules(repo, tmp_path, cor
             entry, model=str(tmp_path / kind), steps=list(STEPS), tokens_per_step=512, corpus_chars=len(text),
             context=24, dynamics=dict(entry["dynamics"], threads=1, measure=dict(
                 entry["dynamics"]["measure"], val_windows=8, train_windows=4, energy_windows=4, icl_positions=[2, 20],
+                icl_bands=[[1, 4], [14, 22]],
                 repeat={"length": 5, "copies": 4, "sequences": 4, "exclude": 2},
                 unigram_direction={"restarts": 1, "steps": 5})),
             composition={"baseline_samples": 8, "baseline_seed": 0, "top_pairs": 2})
