@@ -45,6 +45,7 @@ include: "rules/superposition.smk"  # superposition in toy models (method.md §1
 include: "rules/dynamics.smk"  # training dynamics (method.md §8)
 include: "rules/phase_change.smk"  # the induction-head phase change (method.md §8b)
 include: "rules/attention.smk"  # attention dynamics (method.md §10)
+include: "rules/external.smk"  # external models through TransformerLens (method.md §13); not in `all`
 include: "rules/figures.smk"  # every figure: the core's and each family's table, one rule per row
 include: "rules/comparison.smk"  # the published numbers beside ours (after every family: it reads their metrics)
 include: "rules/findings.smk"  # the run's findings in words (after every family: it reads their metrics)

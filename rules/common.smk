@@ -171,3 +171,30 @@ def phase_runs_input(names):
         heads=[results(f"phase_change/{name}/heads.parquet") for name in names],
         summary=rules.phase_change_summary.output.summary,
     )
+
+
+# --- external models through TransformerLens (rules/external.smk) ---
+import re
+
+from tinylens.sources import EXTERNAL_SEED, check_available
+
+EXTERNAL_MODELS = config["external_models"]
+EXTERNAL_NAMES = config["external"]
+
+
+def external(path):
+    """A file of one external model: results/<preset>/external/<model>/<path>."""
+    return results(f"external/{{name}}/{path}")
+
+
+def external_settings(key):
+    return lambda wc: EXTERNAL_MODELS[wc.name][key]
+
+
+def external_available(wildcards):
+    """Stops the plan before any job runs when a checkpoint cannot be loaded here (offline, no local copy)."""
+    entry = EXTERNAL_MODELS[wildcards.name]
+    check_available(entry["model"], entry["steps"], entry["revision"])
+    return []
+
+# --- end external models ---

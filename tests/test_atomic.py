@@ -2,6 +2,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -122,3 +123,29 @@ def test_dvc_ignores_byte_code_numba_cache_and_temporaries(repo):
                           cwd=repo, capture_output=True, text=True)
     verdict = {line.rsplit("\t", 1)[1]: not line.startswith("::") for line in proc.stdout.splitlines()}
     assert verdict == {**dict.fromkeys(ignored, True), **dict.fromkeys(kept, False)}, proc.stdout + proc.stderr
+
+
+def test_the_pause_hook_stops_a_writer_right_after_the_named_file(tmp_path):
+    """TINYLENS_PAUSE_AFTER: the named file is in place, the next is not, the signal file says where it stopped."""
+    code = ("from tinylens.atomic import write_text, replace_dir; import os, sys; d = sys.argv[1]; "
+            "os.mkdir(d + '/dir.new'); write_text(d + '/a.txt', 'a'); replace_dir(d + '/dir.new', d + '/dir'); "
+            "write_text(d + '/b.txt', 'b')")
+    for name, not_yet in (("a.txt", "dir"), ("dir", "b.txt"), ("other", None)):
+        work, signal_file = tmp_path / name, tmp_path / f"{name}.paused"
+        work.mkdir()
+        env = {**os.environ, atomic.PAUSE_AFTER: name, atomic.PAUSE_SIGNAL: str(signal_file)}
+        proc = subprocess.Popen([sys.executable, "-c", code, str(work)], env=env)
+        try:
+            for _ in range(1200):
+                if signal_file.exists() or proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+            if not_yet is None:  # no file of that name: no pause
+                assert proc.wait() == 0 and not signal_file.exists() and (work / "b.txt").read_text() == "b"
+                continue
+            assert proc.poll() is None, "the writer did not pause"
+            assert signal_file.read_text().strip() == str(work / name)
+            assert (work / name).exists() and not (work / not_yet).exists()
+        finally:
+            proc.kill()
+            proc.wait()

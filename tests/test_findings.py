@@ -69,7 +69,7 @@ def test_a_missing_key_skips_the_family_naming_file_and_key(tmp_path):
 def _dynamics(prefix_matching: float, formed: bool, icl: float, se: float) -> dict:
     seed = {"best_head": {"block": 3, "head": 1, "prefix_matching": prefix_matching},
             "induction_head_formed": formed, "icl_significant": icl + 2 * se < 0,
-            "final": {"icl_score": icl, "icl_score_se": se}}
+            "final": {"icl_band": icl, "icl_band_se": se}}
     return {"dynamics": {
         "settings": {"induction_threshold": 0.3},
         "headline": {"prefix_matching_uniform_baseline": 0.049, "seeds_with_phase_change": int(formed and icl + 2 * se < 0),

@@ -140,8 +140,8 @@ def test_every_rule_is_given_exactly_the_params_its_script_reads(repo, rules):
     assert len(scripted) > 60
     problems = []
     for name, rule in sorted(scripted.items()):
-        # a figure's rule names its script by the {figure} wildcard (rules/figures.smk)
-        script = (repo / "rules" / rule["script"].format(wildcards=SimpleNamespace(figure=name[5:]))).resolve()
+        # a figure's rule names its script by the {figure} wildcard (rules/figures.smk, rules/external.smk)
+        script = (repo / "rules" / rule["script"].format(wildcards=SimpleNamespace(figure=name.split("plot_", 1)[-1]))).resolve()
         reads = script_reads(script)
         given = set(rule["params"])
         if reads.escapes:

@@ -229,3 +229,36 @@ def test_controls_and_energy_figures_draw_every_run():
     assert mixture.get_title().startswith("a, training mixture") and natural.get_title().startswith("a, natural text")
     derivative = mixture.collections[0].get_array().reshape(len(curves["a"]["step"]), 8)
     assert np.all(derivative[:, 1:] < 0)  # the mixture's loss falls along the context
+
+
+def _summary_document(detected: bool) -> dict:
+    """A two-run metrics/phase_change.json: the reference and a 1-layer control (never detected)."""
+    def run(layers, found, prefix):
+        return {"setting": {"layers": layers, "width": 64, "heads": 4, "context": 64, "lr": 0.003, "steps": 1000,
+                            "schedule": "cosine", "data": "text, 100% repeated", "seed": 0},
+                "phase_change_detected": found,
+                "window": {"start": 300.0, "peak": 400, "end": 600.0, "peak_tokens": 819200},
+                "best_head": {"layer": layers - 1, "head": 2, "probe_periods": [7, 29], "final_prefix_matching": prefix,
+                              "final_prefix_matching_se": 0.01, "uniform_prefix_matching": 0.07,
+                              "final_copying": 0.9},
+                "loss_bump": {"z": 40.0},
+                "natural_icl_across_window": {"start": 0.4, "end": 0.41, "change": 0.01, "change_se": 0.05}}
+    runs = {"main": run(2, detected, 0.3 if detected else 0.08), "one_layer": run(1, False, 0.075)}
+    return {"runs": runs, "detected": ["main"] if detected else [],
+            "controls": {"reference": "main", "runs": {n: {"phase_change_detected": r["phase_change_detected"],
+                                                          "peak_tokens_over_reference": None}
+                                                      for n, r in runs.items()}},
+            "seed_000_phase_3_in": []}
+
+
+def test_findings_wording_follows_the_detection():
+    from tinylens.phase_change.summary import findings
+
+    found = " ".join(findings({"phase_change": _summary_document(True)}))
+    assert "detected by code in 1 of 2 runs (main)" in found
+    assert "induction heads form between steps 300 and 600" in found and "prefix-matching score of 0.3 +- 0.01" in found
+    assert "1 layer (one_layer): none detected (best prefix matching 0.075 against 0.07)" in found
+    assert "no change beyond two standard errors" in found and "appears in none of the runs (widths 64)" in found
+    missing = " ".join(findings({"phase_change": _summary_document(False)}))
+    assert "detected by code in 0 of 2 runs." in missing and "induction heads form" not in missing
+    assert "No phase change is detected in the 2-layer, width-64 reference run (main)" in missing

@@ -73,3 +73,26 @@ def test_checkpoints_are_listed_by_step_and_load_into_their_model(tmp_path):
     (tmp_path / "checkpoints/step_latest.safetensors").write_text("x")
     with pytest.raises(ValueError, match="not named step_NNNNNN"):
         checkpoint_steps(tmp_path)
+
+
+def test_safetensors_files_are_byte_identical_whatever_the_metadata_order(tmp_path):
+    """The serializer's hash map orders metadata keys differently from call to call; ours sorts them."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    from tinylens.weights import save_tensors
+
+    tensors = {"b": torch.arange(6.0).reshape(2, 3), "a": torch.ones(4, dtype=torch.float16)}
+    metadata = {key: str(i) for i, key in enumerate("edcba")}
+    paths = [tmp_path / f"{i}.safetensors" for i in range(8)]
+    for path in paths:
+        save_tensors(path, tensors, metadata)
+    assert len({path.read_bytes() for path in paths}) == 1
+    loaded = load_file(paths[0])
+    assert all(torch.equal(loaded[k], tensors[k]) for k in tensors) and loaded.keys() == tensors.keys()
+    with safe_open(str(paths[0]), framework="pt") as f:
+        assert f.metadata() == metadata
+    data = paths[0].read_bytes()
+    length = int.from_bytes(data[:8], "little")
+    assert list(json.loads(data[8:8 + length])["__metadata__"]) == sorted(metadata)
+    assert length % 8 == 0  # the tensor data stays 8-byte aligned

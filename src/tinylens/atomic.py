@@ -16,6 +16,12 @@ leaves one behind; :func:`remove_stale_temporaries` deletes those whose
 process is gone (the next write of the same file does it for its own name,
 and the workflow sweeps its results directory when a run starts). DVC
 ignores them (``.dvcignore``).
+
+For tests of interrupted runs, ``TINYLENS_PAUSE_AFTER=<file name>`` makes the
+writer stop right after that file has been renamed into place (and before
+anything else is written): it creates the file named by
+``TINYLENS_PAUSE_SIGNAL`` and sleeps until killed, so a test can ``kill -9``
+a job between two of its renames at a moment it chooses.
 """
 
 from __future__ import annotations
@@ -25,12 +31,26 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 TMP_PREFIX = ".tmp-"
+PAUSE_AFTER = "TINYLENS_PAUSE_AFTER"
+PAUSE_SIGNAL = "TINYLENS_PAUSE_SIGNAL"
+PAUSE_SECONDS = 600  # a paused writer nobody kills goes on after this long
+
+
+def _pause_if_asked(final: Path) -> None:
+    """The test hook of the module docstring: after ``final`` is in place, signal and wait to be killed."""
+    if os.environ.get(PAUSE_AFTER) != final.name:
+        return
+    signal_file = os.environ.get(PAUSE_SIGNAL)
+    if signal_file:
+        Path(signal_file).write_text(f"{final}\n", encoding="utf-8")
+    time.sleep(PAUSE_SECONDS)
 
 
 def _umask() -> int:
@@ -148,6 +168,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
         raise
     fsync_directory(final.parent)
+    _pause_if_asked(final)
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:
@@ -173,3 +194,4 @@ def replace_dir(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Non
     dst.parent.mkdir(parents=True, exist_ok=True)
     os.replace(src, dst)
     fsync_directory(dst.parent)
+    _pause_if_asked(dst)

@@ -37,11 +37,24 @@ def check_prompts(prompts: Sequence[str], length: int, tokenizer: CharTokenizer)
 
 @torch.no_grad()
 def prompt_activations(model: Transformer, tokenizer: CharTokenizer, prompts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(ffwd_out [blocks prompts d_model], model distribution [prompts vocab]) at the last position."""
+    """(ffwd_out [blocks prompts d_model], model distribution [prompts vocab]) at the last position.
+
+    One forward pass per prompt on one thread: a prompt's numbers never depend on which prompts share its
+    batch nor on the caller's threads (float32 kernels sum in an order that depends on both), so
+    ``tinylens explain`` of one prompt gives exactly the case-study numbers."""
     model.eval()
-    ids = torch.from_numpy(tokenizer.encode("".join(prompts)).reshape(len(prompts), -1).astype(np.int64))
-    logits, acts = record_activations(model, ids, positions="last", patterns=False)
-    return acts["ffwd_out"].double().numpy(), softmax(logits).numpy()
+    vectors, distributions = [], []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for prompt in prompts:
+            ids = torch.from_numpy(tokenizer.encode(prompt).astype(np.int64))[None]  # [1 pos]
+            logits, acts = record_activations(model, ids, positions="last", patterns=False)
+            vectors.append(acts["ffwd_out"].double().numpy())  # [blocks 1 d_model]
+            distributions.append(softmax(logits).numpy())  # [1 vocab]
+    finally:
+        torch.set_num_threads(threads)
+    return np.concatenate(vectors, axis=1), np.concatenate(distributions)
 
 
 def find_matches(prompt_vectors: np.ndarray, string_blocks: Callable[[int], np.ndarray], min_cosine: float,

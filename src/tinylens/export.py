@@ -33,7 +33,7 @@ from torch import Tensor
 from tinylens.corpus import CharTokenizer
 from tinylens.interventions import head_weights
 from tinylens.model import ModelConfig, Transformer
-from tinylens.weights import CONFIG_FILE, load_model
+from tinylens.weights import CONFIG_FILE, load_model, save_tensors
 
 if TYPE_CHECKING:  # the optional dependency is imported only when a function needs it
     from transformer_lens.model_bridge import TransformerBridge
@@ -192,9 +192,7 @@ def export(model_dir: str | Path, out_dir: str | Path, check_text: str | None = 
     of the reloaded bridge's logits from ours on ``check_text`` (the first ``n_ctx``
     characters of a sample of the vocabulary if not given).
     """
-    from safetensors.torch import save_file
-
-    from tinylens.atomic import atomic_path, write_json
+    from tinylens.atomic import write_json
 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     model = load_model(model_dir)
@@ -202,8 +200,7 @@ def export(model_dir: str | Path, out_dir: str | Path, check_text: str | None = 
     bridge = bridge_from_model(model, tokenizer)
     out_dir.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu().contiguous() for k, v in bridge.state_dict().items()}
-    with atomic_path(out_dir / "model.safetensors") as tmp:
-        save_file(state, str(tmp), metadata={"format": "pt", "source": str(model_dir)})
+    save_tensors(out_dir / "model.safetensors", state, metadata={"format": "pt", "source": str(model_dir)})
     write_json(out_dir / "tl_config.json", bridge_config(model.config))
     hf_tokenizer(tokenizer).save_pretrained(str(out_dir))
 

@@ -65,6 +65,8 @@ FAMILIES: tuple[Family, ...] = (
            {"supporting": ("metrics/supporting.json", "supporting_metrics")}),
     Family("dynamics", "Training dynamics (method.md §8)", "tinylens.dynamics.summary",
            {"dynamics": ("metrics/dynamics.json", "dynamics_summary")}),
+    Family("phase_change", "The induction-head phase change (method.md §8b)", "tinylens.phase_change.summary",
+           {"phase_change": ("metrics/phase_change.json", "phase_change_summary")}),
     Family("circuits", "Composition between heads (method.md §9)", "tinylens.circuits.summary",
            {"circuits": ("metrics/circuits.json", "circuits_summary")}),
     Family("attention", "Attention dynamics (method.md §10)", "tinylens.attention.summary",

@@ -155,3 +155,31 @@ def make_case_studies(summary: dict, top: int = 12) -> Figure:
     fig.tight_layout()
     return fig
 
+
+
+def make_explanation(e: dict, top: int = 12) -> Figure:
+    """One explained prompt (tinylens.explain): model vs the combined approximation on the most likely tokens,
+    and per block the threshold, the matching strings and the block-alone Hellinger."""
+    case, vocab = e["case_study"], e["vocab"]
+    fig = Figure(figsize=(13, 3.6))
+    bar_ax, text_ax = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
+    q, p = np.asarray(case["model"]), np.asarray(case["tuned"]["distribution"])
+    order = np.argsort(-(q + p), kind="stable")[:top]
+    x = np.arange(len(order))
+    bar_ax.bar(x - 0.2, q[order], 0.4, label="model")
+    bar_ax.bar(x + 0.2, p[order], 0.4, label="approximation (tuned, all blocks)")
+    bar_ax.set_xticks(x, [SHOWN_CHARACTERS.get(vocab[i], vocab[i]) for i in order])
+    bar_ax.set_title(f"{e['prompt']!r}: Hellinger {case['tuned']['hellinger']:.3f}", fontsize=10)
+    bar_ax.set_ylabel("next-token probability")
+    bar_ax.legend(fontsize=7)
+    lines = ["block  threshold  matches  H alone  examples"]
+    for b in e["blocks"]:
+        shown = ", ".join(repr(s)[1:-1] for s in b["examples"][:3])
+        lines.append(f"{b['block'] + 1:>5}  {b['threshold']:>9.2f}  {b['matches']:>7}  {b['alone']['hellinger']:>7.3f}"
+                     f"  {shown}")
+    if e.get("note"):
+        lines.append(e["note"])
+    text_ax.text(0, 1, "\n".join(lines), va="top", family="monospace", fontsize=7)
+    text_ax.axis("off")
+    fig.tight_layout()
+    return fig

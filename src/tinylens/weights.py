@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 
 from tinylens.atomic import atomic_path, write_json
 from tinylens.model import ModelConfig, Transformer
@@ -33,9 +33,34 @@ def state_dict_for_saving(model: Transformer) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
 
 
-def save_weights(path: str | Path, model: Transformer, metadata: dict[str, str] | None = None) -> None:
+def canonical_safetensors(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> bytes:
+    """The bytes of a safetensors file, the same for the same tensors and metadata in every process.
+
+    The safetensors serializer keeps the metadata in a hash map, so with two or more keys their
+    order in the header changes from one process to the next (and with it the file's hash, which
+    DVC would report as a change). The header is rewritten with the metadata keys sorted,
+    compact JSON and the space padding to 8 bytes the format uses; the tensor data is untouched.
+    """
+    raw = save(tensors, metadata=metadata)
+    length = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + length])
+    if "__metadata__" in header:
+        header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + raw[8 + length:]
+
+
+def save_tensors(path: str | Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> None:
+    """Contiguous CPU tensors as safetensors, atomically and byte-identical from run to run
+    (:func:`canonical_safetensors`); every safetensors file of the workflow is written by this."""
+    data = canonical_safetensors(tensors, metadata)
     with atomic_path(path) as tmp:
-        save_file(state_dict_for_saving(model), str(tmp), metadata=metadata)
+        tmp.write_bytes(data)
+
+
+def save_weights(path: str | Path, model: Transformer, metadata: dict[str, str] | None = None) -> None:
+    save_tensors(path, state_dict_for_saving(model), metadata)
 
 
 def save_config(path: str | Path, config: ModelConfig) -> None:

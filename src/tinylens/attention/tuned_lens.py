@@ -15,17 +15,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from tinylens import measures
-from tinylens.atomic import atomic_path
 from tinylens.attention.schemas import HISTORY_SCHEMA
 from tinylens.interventions import run
 from tinylens.model import Transformer
 from tinylens.tables import read_csv, write_csv
-from tinylens.weights import load_state
+from tinylens.weights import load_state, save_tensors
 
 
 class TunedLens(nn.Module):
@@ -130,8 +128,7 @@ def train_tuned_lens(model: Transformer, resid: Tensor, final_logits: Tensor, se
 
 def save_lens(path: str | Path, lens: TunedLens) -> None:
     """The translators as safetensors (``A``, ``b``), written atomically."""
-    with atomic_path(path) as tmp:
-        save_file(lens.state(), str(tmp))
+    save_tensors(path, lens.state())
 
 
 def load_lens(path: str | Path) -> TunedLens:

@@ -87,6 +87,48 @@ class ReadMap:
 
 
 @dataclass(frozen=True)
+class CircuitWeights:
+    """The weights composition reads, of any transformer (ours: :func:`circuit_weights`; a TransformerLens
+    model: :func:`tinylens.external.bridge.circuit_weights`). Row-vector convention.
+
+    W_E ``[vocab d_model]``, W_U ``[d_model vocab]``; per block: its heads' (W_Q, W_K, W_V
+    ``[n_heads d_model d_head]``, W_O ``[n_heads d_head d_model]``) and the gain of the LayerNorm they
+    read through (``ln1``) ``[d_model]``; the gain of the final LayerNorm ``[d_model]``.
+    """
+
+    W_E: Tensor
+    W_U: Tensor
+    heads: tuple[tuple[Tensor, Tensor, Tensor, Tensor], ...]
+    ln1_gains: tuple[Tensor, ...]
+    ln_f_gain: Tensor
+
+    @property
+    def n_layer(self) -> int:
+        return len(self.heads)
+
+    @property
+    def n_head(self) -> int:
+        return self.heads[0][0].shape[0]
+
+    @property
+    def d_model(self) -> int:
+        return self.W_E.shape[1]
+
+    @property
+    def d_head(self) -> int:
+        return self.heads[0][0].shape[2]
+
+
+def circuit_weights(model: Transformer | CircuitWeights) -> CircuitWeights:
+    """The :class:`CircuitWeights` of our model (detached; a :class:`CircuitWeights` is returned as it is)."""
+    if isinstance(model, CircuitWeights):
+        return model
+    heads = tuple((w.W_Q, w.W_K, w.W_V, w.W_O) for w in (head_weights(model, b) for b in range(model.config.n_layer)))
+    return CircuitWeights(model.tok_emb.weight.detach(), model.lm_head.weight.detach().T, heads,
+                          tuple(blk.ln1.weight.detach() for blk in model.blocks), model.ln_f.weight.detach())
+
+
+@dataclass(frozen=True)
 class Basis:
     """How every head is seen: one :class:`ReadMap` per block and the out matrix of ``W_O``."""
 
@@ -96,7 +138,7 @@ class Basis:
     out: Tensor | None        # [d_model n_out]: W_U (through ln_f when folded) in the token basis; None = identity
 
 
-def basis_of(model: Transformer, basis: str, layernorm: str) -> Basis:
+def basis_of(model: Transformer | CircuitWeights, basis: str, layernorm: str) -> Basis:
     """The read maps and out matrix of ``model`` in ``basis`` with LayerNorm ``layernorm`` (float64)."""
     if basis not in BASES:
         raise ValueError(f"basis must be one of {BASES}, not {basis!r}")
@@ -104,12 +146,13 @@ def basis_of(model: Transformer, basis: str, layernorm: str) -> Basis:
         raise ValueError(f"layernorm must be one of {LAYERNORMS}, not {layernorm!r}")
     f64 = torch.float64
     folded = layernorm == "folded"
-    embed = model.tok_emb.weight.detach().to(f64) if basis == "token" else None
-    read = tuple(ReadMap(embed, blk.ln1.weight.detach().to(f64) if folded else None) for blk in model.blocks)
+    w = circuit_weights(model)
+    embed = w.W_E.to(f64) if basis == "token" else None
+    read = tuple(ReadMap(embed, gain.to(f64) if folded else None) for gain in w.ln1_gains)
     out = None
     if basis == "token":
-        w_u = model.lm_head.weight.detach().to(f64).T  # [d_model vocab]
-        out = ReadMap(None, model.ln_f.weight.detach().to(f64) if folded else None)(w_u)
+        w_u = w.W_U.to(f64)  # [d_model vocab]
+        out = ReadMap(None, w.ln_f_gain.to(f64) if folded else None)(w_u)
     return Basis(basis, layernorm, read, out)
 
 
@@ -135,15 +178,15 @@ def factors(w_q: Tensor, w_k: Tensor, w_v: Tensor, w_o: Tensor, read: ReadMap, o
     return read(w_v), w_o, read(w_q), read(w_k)
 
 
-def head_factors(model: Transformer, basis: Basis) -> HeadFactors:
+def head_factors(model: Transformer | CircuitWeights, basis: Basis) -> HeadFactors:
     """All heads of ``model`` as factors in ``basis`` (float64)."""
     parts, layers, heads = [], [], []
-    for b in range(model.config.n_layer):
-        w = head_weights(model, b)
-        f64 = [t.to(torch.float64) for t in (w.W_Q, w.W_K, w.W_V, w.W_O)]
+    w = circuit_weights(model)
+    for b, block_heads in enumerate(w.heads):
+        f64 = [t.to(torch.float64) for t in block_heads]
         parts.append(factors(*f64, basis.read[b], basis.out))
-        layers += [b] * model.config.n_head
-        heads += list(range(model.config.n_head))
+        layers += [b] * w.n_head
+        heads += list(range(w.n_head))
     ov_in, ov_out, q, k = (torch.cat([p[i] for p in parts]) for i in range(4))
     return HeadFactors(ov_in, ov_out, q, k, np.array(layers), np.array(heads))
 
@@ -243,14 +286,14 @@ def baselines(basis: Basis, heads_a: tuple[Tensor, ...], heads_b: tuple[Tensor, 
     return out
 
 
-def score_table(model: Transformer, seed: int, step: int, samples: int, baseline_seed: int,
+def score_table(model: Transformer | CircuitWeights, seed: int, step: int, samples: int, baseline_seed: int,
                 kinds: Sequence[str] = KINDS, layernorms: Sequence[str] = LAYERNORMS) -> dict[str, np.ndarray | list]:
     """Every pair's scores in both bases and the LayerNorm treatments ``layernorms``, with
     baselines from ``samples`` random head pairs: columns of :data:`SCORES_SCHEMA`."""
-    cfg = model.config
+    model = circuit_weights(model)  # once: every basis below reads the same weights
     gen = torch.Generator().manual_seed(baseline_seed)
-    heads_a = random_heads(samples, cfg.n_embed, cfg.d_head, gen)
-    heads_b = random_heads(samples, cfg.n_embed, cfg.d_head, gen)
+    heads_a = random_heads(samples, model.d_model, model.d_head, gen)
+    heads_b = random_heads(samples, model.d_model, model.d_head, gen)
     cols: dict[str, list] = {k: [] for k in SCORES_SCHEMA.columns}
     for layernorm in layernorms:
         for basis_name in BASES:

@@ -1,7 +1,8 @@
 """One checkpoint -> one row of metrics and one row per head (method.md §8; the tables: schemas.py).
 
-Every forward pass goes through :func:`tinylens.interventions.run`; every distance through
-:mod:`tinylens.measures`. Per checkpoint, on the fixed :class:`~tinylens.dynamics.probes.Probes`:
+Every forward pass goes through a :class:`~tinylens.dynamics.subjects.Subject` (ours: through
+:func:`tinylens.interventions.run`; any TransformerLens model: :mod:`tinylens.external`); every
+distance through :mod:`tinylens.measures`. Per checkpoint, on the fixed :class:`~tinylens.dynamics.probes.Probes`:
 
 - train and validation loss, and the validation loss at every position;
 - the in-context learning score: loss at a late position minus loss at an early one;
@@ -41,7 +42,7 @@ from tinylens.dynamics.heads import (
 from tinylens.dynamics.icl import icl_score
 from tinylens.dynamics.probes import MeasureSettings, Probes
 from tinylens.dynamics.schemas import HEAD_SCORES
-from tinylens.interventions import direct_logits, head_outputs, head_weights, hook_name, run
+from tinylens.dynamics.subjects import Subject, as_subject
 from tinylens.measures import kl_from_logits
 from tinylens.model import Transformer
 from tinylens.weights import checkpoint_steps, load_checkpoint
@@ -52,22 +53,23 @@ log = logging.getLogger(__name__)
 CHUNK = 64
 
 
-def unigram_direction(model: Transformer, unigram: np.ndarray, restarts: int, steps: int, seed: int) -> float:
+def unigram_direction(model: Transformer | Subject, unigram: np.ndarray, restarts: int, steps: int, seed: int) -> float:
     """min over x of KL(unigram || softmax(lm_head(ln_f(x)))), x one trainable vector.
 
-    x enters as the residual stream at the input of ``ln_f`` (``run(model, resid=x,
-    start=n_layer)``); L-BFGS with a strong-Wolfe line search, ``steps`` iterations, from
+    x enters as the residual stream at the input of ``ln_f`` (``Subject.final_logits``: for ours
+    ``run(model, resid=x, start=n_layer)``); L-BFGS with a strong-Wolfe line search, ``steps`` iterations, from
     ``restarts`` N(0, 1) starts drawn with ``seed``; the smallest KL reached, in nats.
     """
-    n_layer, d = model.config.n_layer, model.config.n_embed
-    device = next(model.parameters()).device
+    subject = as_subject(model)
+    W_E = subject.copying_weights()[0]  # [vocab d_model]
+    d, device = W_E.shape[1], W_E.device
     log_u = torch.log(torch.as_tensor(unigram, dtype=torch.float64, device=device))
     x = torch.randn(restarts, 1, d, generator=torch.Generator().manual_seed(seed)).to(device).requires_grad_()
     optimizer = torch.optim.LBFGS([x], lr=1.0, max_iter=steps, line_search_fn="strong_wolfe",
                                   tolerance_grad=1e-10, tolerance_change=1e-12)
 
     def kl(v: Tensor) -> Tensor:
-        logits = run(model, resid=v, start=n_layer).logits[:, 0]  # [restarts vocab]
+        logits = subject.final_logits(v)[:, 0]  # [restarts vocab]
         return kl_from_logits(log_u.expand(len(v), -1), logits)  # [restarts]
 
     def closure() -> Tensor:
@@ -87,34 +89,30 @@ def _chunks(windows: np.ndarray, device: torch.device):
 
 
 @torch.no_grad()
-def _token_losses(model: Transformer, windows: np.ndarray, device: torch.device) -> Tensor:
+def _token_losses(subject: Subject, windows: np.ndarray, device: torch.device) -> Tensor:
     """Cross-entropy at every position of every window: ``[n context]``."""
     out = []
     for chunk in _chunks(windows, device):
-        logits = run(model, chunk[:, :-1]).logits
+        logits, _ = subject.forward(chunk[:, :-1])
         out.append(F.cross_entropy(logits.transpose(1, 2).float(), chunk[:, 1:], reduction="none").double())
     return torch.cat(out)
 
 
 @torch.no_grad()
-def _validation_measures(model: Transformer, probes: Probes, energy_windows: int,
+def _validation_measures(model: Transformer | Subject, probes: Probes, energy_windows: int,
                          device: torch.device) -> dict[str, Tensor]:
-    n_layer = model.config.n_layer
+    subject = as_subject(model)
     log_u = torch.as_tensor(np.log(probes.unigram), device=device)
     losses, kl_mu, kl_um, ie, ie_prefix = [], [], [], [], []
     for start, chunk in zip(range(0, len(probes.val), CHUNK), _chunks(probes.val, device)):
         with_energy = max(0, min(len(chunk), energy_windows - start))  # windows of this chunk that count
-        record = ["embed", "blocks.*.block_output", "ln_f_output"] if with_energy else []
-        trace = run(model, chunk[:, :-1], record=record)
-        logits = trace.logits
+        logits, states = subject.forward(chunk[:, :-1], states=bool(with_energy))  # states [depth batch pos d_model]
         losses.append(F.cross_entropy(logits.transpose(1, 2).float(), chunk[:, 1:], reduction="none").double())
         u = log_u.expand_as(logits)
         kl_mu.append(kl_from_logits(logits, u))
         kl_um.append(kl_from_logits(u, logits))
         if with_energy:
-            states = torch.stack([trace["embed"], *(trace[hook_name(b, "block_output")] for b in range(n_layer)),
-                                  trace["ln_f_output"]])[:, :with_energy]  # [depth batch pos d_model]
-            whole, prefix = interaction_energies(states)  # [depth batch] each
+            whole, prefix = interaction_energies(states[:, :with_energy])  # [depth batch] each
             ie.append(whole)
             ie_prefix.append(prefix)
     losses = torch.cat(losses)  # [windows context]
@@ -128,25 +126,25 @@ def _validation_measures(model: Transformer, probes: Probes, energy_windows: int
 
 
 @torch.no_grad()
-def head_scores(model: Transformer, probes: Probes, device: torch.device) -> dict[str, Tensor]:
+def head_scores(model: Transformer | Subject, probes: Probes, device: torch.device) -> dict[str, Tensor]:
     """Every head's scores on the repeated sequences: name -> ``[n_layer n_heads]`` (:data:`HEAD_SCORES`)."""
-    n_layer = model.config.n_layer
+    subject = as_subject(model)
+    n_layer = subject.n_layer
     pos = probes.repeated.shape[1]
     queries = repeat_queries(pos, probes.repeat_length).to(device)
     previous = previous_token_pattern(pos).to(device)
-    W_E, W_U = model.tok_emb.weight.detach(), model.lm_head.weight.detach().T
-    eigen = torch.stack([copying_score_eigen(W_E, w.W_V, w.W_O, W_U)
-                         for w in (head_weights(model, b) for b in range(n_layer))])
+    W_E, per_block, W_U = subject.copying_weights()
+    eigen = torch.stack([copying_score_eigen(W_E, W_V, W_O, W_U) for W_V, W_O in per_block])
     measured = ("prefix_matching", "copying_logit", "previous_token", "duplicate_token")
-    totals = {name: torch.zeros(n_layer, model.config.n_head, dtype=torch.float64, device=device) for name in measured}
+    totals = {name: torch.zeros(n_layer, subject.n_head, dtype=torch.float64, device=device) for name in measured}
     for chunk in _chunks(probes.repeated, device):
-        trace = run(model, chunk, record=["blocks.*.attn_pattern", "blocks.*.z", "ln_f_input"])
+        patterns, writes, final_resid = subject.heads(chunk)
         duplicate = duplicate_token_pattern(chunk)
         share = len(chunk) / len(probes.repeated)  # each score is a mean over the chunk's sequences
         for b in range(n_layer):
-            pattern = trace[hook_name(b, "attn_pattern")]  # [batch n_heads pos pos]
-            outputs = head_outputs(model, b, trace[hook_name(b, "z")])[:, :, queries]  # [batch n_heads q d_model]
-            logits = direct_logits(model, outputs, trace["ln_f_input"][:, queries])  # [batch n_heads q vocab]
+            pattern = patterns[b]  # [batch n_heads pos pos]
+            outputs = writes[b][:, :, queries]  # [batch n_heads q d_model]
+            logits = subject.direct_logits(outputs, final_resid[:, queries])  # [batch n_heads q vocab]
             scores = {
                 "prefix_matching": prefix_matching_score(pattern, chunk, probes.repeat_length),
                 "copying_logit": copying_score_logits(logits, attended_tokens(pattern[:, :, queries], chunk)),
@@ -158,7 +156,7 @@ def head_scores(model: Transformer, probes: Probes, device: torch.device) -> dic
     return {"copying_eigen": eigen, **totals}
 
 
-def measure_checkpoint(model: Transformer, probes: Probes, settings: MeasureSettings,
+def measure_checkpoint(model: Transformer | Subject, probes: Probes, settings: MeasureSettings,
                        device: torch.device | str = "cpu") -> tuple[dict, dict[str, Tensor]]:
     """All measurements of one checkpoint: (row of :func:`checkpoint_schema` without ``step`` and
     ``tokens_seen``, head scores ``name -> [n_layer n_heads]``).
@@ -169,6 +167,7 @@ def measure_checkpoint(model: Transformer, probes: Probes, settings: MeasureSett
     depth).
     """
     device = torch.device(device)
+    model = as_subject(model)
     icl_positions, energy_windows = settings.icl_positions, settings.energy_windows
     early, late = icl_positions
     context = probes.val.shape[1] - 1

@@ -220,10 +220,11 @@ def findings(documents: dict) -> list[str]:
     else:
         out = [f"No induction head forms in any of the {n} seeds: the best final prefix-matching score is "
                f"{num(max(scores))} ({head}; over the seeds {span(scores)}) against a uniform head's {num(uniform)}."]
-    icl = [get(s, "final", "icl_score") for s in seeds.values()]
-    se = [get(s, "final", "icl_score_se") for s in seeds.values()]
+    icl = [get(s, "final", "icl_band") for s in seeds.values()]
+    se = [get(s, "final", "icl_band_se") for s in seeds.values()]
     significant = sum(bool(get(s, "icl_significant")) for s in seeds.values())
-    out.append(f"The final in-context-learning score (loss late minus early in the context) is {span(icl)} nats "
+    out.append(f"The final in-context-learning score (mean loss over a band of late positions minus over a band "
+               f"of early ones) is {span(icl)} nats "
                f"(standard error up to {num(max(se), 2)}): "
                + (f"significantly below 0 in {significant} of {n} seeds." if significant else
                   "in no seed two standard errors below 0."))

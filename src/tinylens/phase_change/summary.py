@@ -122,3 +122,75 @@ def load_runs(names, curves_paths, heads_paths, summary: dict) -> tuple[dict, di
         curves[name], table = load_run(curves_path, heads_path, summary["runs"][name]["setting"]["context"])
         heads[name] = best_head_curves(table)[1]
     return curves, heads
+
+
+#: How a control run differs from the reference, in words (the setting keys a run may override).
+_DIFFERENCES = {"layers": "{} layers", "width": "width {}", "schedule": "{} learning rate", "context": "context {}",
+                "lr": "lr {}", "steps": "{} steps", "heads": "{} heads", "data": "{}"}
+
+
+def _difference(run: dict, reference: dict) -> str:
+    """What sets a run apart from the reference run: its differing settings, or its seed."""
+    changed = [fmt.format(run["setting"][k]).replace("1 layers", "1 layer") for k, fmt in _DIFFERENCES.items()
+               if run["setting"][k] != reference["setting"][k]]
+    return ", ".join(changed) or f"seed {run['setting']['seed']}"
+
+
+def findings(documents: dict) -> list[str]:
+    """The experiment's sentences of the run's findings (tinylens.findings): in which runs a phase change was
+    detected, the reference run's window and best head, the controls, the natural-text ICL score across the
+    window, seed 000's phase 3. Layers and heads 0-based. ``documents``: ``phase_change``
+    (metrics/phase_change.json)."""
+    from tinylens.findings import get, num
+
+    doc = documents["phase_change"]
+    runs = get(doc, "runs")
+    name = get(doc, "controls", "reference")
+    ref = get(runs, name)
+    detected = get(doc, "detected")
+    out = [f"On the experiment's data ({get(ref, 'setting', 'data')}: a labelled second dataset), a phase change is detected by code in "
+           f"{len(detected)} of {len(runs)} runs" + (f" ({', '.join(detected)})." if detected else ".")]
+    head, w = get(ref, "best_head"), get(ref, "window")
+    setting = get(ref, "setting")
+    where = (f"the {setting['layers']}-layer, width-{setting['width']} reference run ({name})")
+    if get(ref, "phase_change_detected"):
+        out.append(f"In {where} induction heads form between steps {num(w['start'])} and {num(w['end'])} "
+                   f"(peak at step {num(w['peak'])}, {num(w['peak_tokens'])} tokens): the best head (layer "
+                   f"{head['layer']}, head {head['head']}) ends at a prefix-matching score of "
+                   f"{num(head['final_prefix_matching'])} +- {num(head['final_prefix_matching_se'], 2)} on probes "
+                   f"repeating at periods {', '.join(map(str, head['probe_periods']))} (a uniform head: "
+                   f"{num(head['uniform_prefix_matching'])}) and a copying score of {num(head['final_copying'])}, "
+                   f"and the loss curve bumps in the window (z = {num(get(ref, 'loss_bump', 'z'), 2)}).")
+    else:
+        out.append(f"No phase change is detected in {where}: its best head ends at a prefix-matching score of "
+                   f"{num(head['final_prefix_matching'])} against a uniform head's "
+                   f"{num(head['uniform_prefix_matching'])}.")
+    controls = []
+    for other, verdict in get(doc, "controls", "runs").items():
+        if other == name:
+            continue
+        run = runs[other]
+        text = f"{_difference(run, ref)} ({other}): "
+        if verdict["phase_change_detected"]:
+            ratio = verdict["peak_tokens_over_reference"]
+            text += "detected" + (f", peak at {num(ratio, 2)} times the reference's tokens" if ratio else "")
+        else:
+            text += (f"none detected (best prefix matching {num(run['best_head']['final_prefix_matching'])} against "
+                     f"{num(run['best_head']['uniform_prefix_matching'])})")
+        controls.append(text)
+    if controls:
+        out.append("The other runs: " + "; ".join(controls) + ".")
+    across = get(ref, "natural_icl_across_window")
+    change, change_se = across["change"], across["change_se"]
+    moved = abs(change) > 2 * change_se
+    out.append(f"The in-context-learning score on natural text goes from {num(across['start'])} to "
+               f"{num(across['end'])} nats across the reference run's window (change {num(change)} +- "
+               f"{num(change_se, 2)}): " + ("it moves by more than two standard errors" + (
+                   ", upwards: the model comes to expect the text to repeat." if change > 0 else ", downwards.")
+                   if moved else "no change beyond two standard errors."))
+    phase_3 = get(doc, "seed_000_phase_3_in")
+    widths = sorted({r["setting"]["width"] for r in runs.values()})
+    out.append("Seed 000's phase 3 (the interaction energy rising again while the KL stays high) appears in "
+               + (", ".join(phase_3) if phase_3 else "none of the runs")
+               + f" (widths {', '.join(map(str, widths))}).")
+    return out

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import Tensor
 
-from tinylens.atomic import atomic_path
 from tinylens.corpus import CharTokenizer
 from tinylens.strings import load_prompts
+from tinylens.weights import save_tensors
 
 
 def prompt_tokens(tokenizer: CharTokenizer, strings: Sequence[str]) -> Tensor:
@@ -70,8 +70,7 @@ def save_subspaces(path: str | Path, stage: int, vocab: str, tensors: dict[str, 
     if missing:
         raise ValueError(f"subspace tensors missing: {sorted(missing)}")
     data = {k: torch.as_tensor(np.asarray(tensors[k])).float().contiguous() for k in SUBSPACE_TENSORS}
-    with atomic_path(path) as tmp:
-        save_file(data, str(tmp), metadata={"stage": str(stage), "vocab": vocab})
+    save_tensors(path, data, metadata={"stage": str(stage), "vocab": vocab})
 
 
 def load_subspaces(path: str | Path, vocab_size: int, d_model: int) -> tuple[int, dict[str, np.ndarray]]:

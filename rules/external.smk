@@ -1,0 +1,148 @@
+# External models through TransformerLens (method.md §13, docs/external.md): every checkpoint of each model
+# named by `external` (entries of `external_models`) measured as our seeds are: training dynamics (§8) and
+# weight-only composition (§9); the same tables, metrics and figures, by the same summary and figure scripts,
+# under results/<preset>/external/<model>/. Target: `snakemake --cores all external_models`; not in `rule all`.
+wildcard_constraints:
+    name="|".join(map(re.escape, EXTERNAL_MODELS)) or "^$",
+
+
+rule external_measure:
+    input:
+        external_available,
+        corpus=rules.download_corpus.output.corpus,
+    output:
+        config=external("model/config.json"),
+        checkpoints=external(f"dynamics/seed{EXTERNAL_SEED}/checkpoints.parquet"),
+        heads=external(f"dynamics/seed{EXTERNAL_SEED}/heads.parquet"),
+        over_training=external(f"circuits/seed{EXTERNAL_SEED}/over_training.parquet"),
+    params:
+        model=external_settings("model"),
+        revision=external_settings("revision"),
+        steps=external_settings("steps"),
+        tokens_per_step=external_settings("tokens_per_step"),
+        corpus_chars=external_settings("corpus_chars"),
+        train_fraction=external_settings("train_fraction"),
+        context=external_settings("context"),
+        measure=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["measure"],
+        samples=lambda wc: EXTERNAL_MODELS[wc.name]["composition"]["baseline_samples"],
+        baseline_seed=lambda wc: EXTERNAL_MODELS[wc.name]["composition"]["baseline_seed"],
+        device=config["device"],
+    threads: lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["threads"]
+    resources:
+        mem_mb=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["resources"]["mem_mb"],
+        runtime=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["resources"]["runtime"],
+        gpu=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["resources"]["gpu"],
+    log:
+        external("logs/external_measure.log"),
+    benchmark:
+        external("benchmarks/external_measure.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/external_measure.py"
+
+
+# The summary of our seeds, run on the external model's tables (its one "seed" is EXTERNAL_SEED).
+rule external_dynamics_summary:
+    input:
+        checkpoints=[rules.external_measure.output.checkpoints],
+        heads=[rules.external_measure.output.heads],
+        config=rules.external_measure.output.config,
+    output:
+        summary=external("metrics/dynamics.json"),
+    params:
+        seeds=[EXTERNAL_SEED],
+        original=EXTERNAL_SEED,
+        phases=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["phases"],
+        repeat_length=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["measure"]["repeat"]["length"],
+        repeat_copies=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["measure"]["repeat"]["copies"],
+        # the script counts tokens as batch_size x the window's context: a step's tokens in those units
+        batch_size=lambda wc: EXTERNAL_MODELS[wc.name]["tokens_per_step"] / EXTERNAL_MODELS[wc.name]["context"],
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    log:
+        external("logs/external_dynamics_summary.log"),
+    benchmark:
+        external("benchmarks/external_dynamics_summary.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/dynamics_summary.py"
+
+
+# The figures of our seeds, drawn by the same scripts from the external model's tables: name -> (input, params).
+EXTERNAL_TABLES = dict(
+    checkpoints=[rules.external_measure.output.checkpoints],
+    heads=[rules.external_measure.output.heads],
+    summary=rules.external_dynamics_summary.output.summary,
+    config=rules.external_measure.output.config,
+)
+EXTERNAL_ONE = dict(
+    EXTERNAL_TABLES, checkpoints=rules.external_measure.output.checkpoints, heads=rules.external_measure.output.heads
+)
+EXTERNAL_FIGURES = {
+    "dynamics_energy_kl": (EXTERNAL_TABLES, dict(seeds=[EXTERNAL_SEED])),
+    "dynamics_icl_score": (
+        EXTERNAL_TABLES,
+        dict(
+            seeds=[EXTERNAL_SEED],
+            original=EXTERNAL_SEED,
+            icl_positions=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["measure"]["icl_positions"],
+        ),
+    ),
+    "dynamics_loss_by_position": (
+        EXTERNAL_ONE,
+        dict(
+            original=EXTERNAL_SEED,
+            smooth_decades=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["phases"]["smooth_decades"],
+        ),
+    ),
+    "dynamics_head_scores": (EXTERNAL_ONE, dict(original=EXTERNAL_SEED)),
+    "dynamics_energy_depth": (EXTERNAL_TABLES, dict(seeds=[EXTERNAL_SEED], original=EXTERNAL_SEED)),
+    "composition_over_training": (
+        dict(
+            tables=[rules.external_measure.output.over_training],
+            dynamics=rules.external_dynamics_summary.output.summary,
+        ),
+        dict(
+            seeds=[EXTERNAL_SEED],
+            original=EXTERNAL_SEED,
+            top_pairs=lambda wc: EXTERNAL_MODELS[wc.name]["composition"]["top_pairs"],
+        ),
+    ),
+}
+
+for figure, (figure_input, figure_params) in EXTERNAL_FIGURES.items():
+
+    rule:
+        name:
+            f"external_plot_{figure}"
+        wildcard_constraints:
+            figure=figure,
+        input:
+            **figure_input,
+        output:
+            figure=report(
+                external("figures/{figure}.png"), caption=f"../report/{figure}.rst", category="External models"
+            ),
+        params:
+            **figure_params,
+        resources:
+            mem_mb=1000,
+            runtime=5,
+        log:
+            external("logs/plot_{figure}.log"),
+        benchmark:
+            external("benchmarks/plot_{figure}.tsv")
+        conda:
+            "../envs/tinylens.yaml"
+        script:
+            "../scripts/plot_{wildcards.figure}.py"
+
+
+rule external_models:
+    input:
+        expand(external("figures/{figure}.png"), name=EXTERNAL_NAMES, figure=list(EXTERNAL_FIGURES)),
+        expand(rules.external_dynamics_summary.output.summary, name=EXTERNAL_NAMES),
+        expand(rules.external_measure.output, name=EXTERNAL_NAMES),

@@ -1,0 +1,22 @@
+"""Every checkpoint of one external model measured as our seeds are (rule external_measure)."""
+
+from tinylens.circuits.schemas import SCORES_SCHEMA
+from tinylens.dynamics.probes import MeasureSettings
+from tinylens.dynamics.schemas import HEADS_SCHEMA, checkpoint_schema
+from tinylens.external import measure_checkpoints
+from tinylens.jobs import job
+from tinylens.tables import write_table
+from tinylens.weights import save_config
+
+with job(snakemake) as j:
+    p, out = j.params, j.output
+    text = open(j.input.corpus, encoding="utf-8").read()[: p.corpus_chars]
+    j.log.info("%s: %d checkpoints (%s), %d characters of the corpus", p.model, len(p.steps), p.revision, len(text))
+    m = measure_checkpoints(p.model, p.steps, p.revision, text, p.train_fraction, p.context, p.tokens_per_step,
+                            MeasureSettings(**p.measure), p.samples, p.baseline_seed, device=j.device)
+    cfg = m["config"]
+    save_config(out.config, cfg)
+    write_table(out.checkpoints, checkpoint_schema(cfg.n_layer, cfg.block_size), m["checkpoints"])
+    write_table(out.heads, HEADS_SCHEMA, m["heads"])
+    write_table(out.over_training, SCORES_SCHEMA, m["over_training"])
+    j.wrote(out.config, out.checkpoints, out.heads, out.over_training)
