@@ -4,6 +4,7 @@ grouped by the rules file (the target) whose rule wrote it.
     python benchmarks/workflow_times.py results/small            # a Markdown table
     python benchmarks/workflow_times.py results/small --jobs     # and one row per job
     python benchmarks/workflow_times.py results/paper_short --jobs --log run.log  # and each job's declared mem_mb
+    python benchmarks/workflow_times.py --machine              # only the machine: CPU, vector extensions, torch
 
 Per target: jobs, summed wall seconds, summed CPU seconds (the work itself, which a loaded
 machine does not inflate much), the largest peak RSS. With ``--log`` (Snakemake's output of the
@@ -13,11 +14,18 @@ outputs it wrote, as they are on disk now. Jobs overlap on several cores, so the
 run's own wall time is printed separately: from the earliest job start (a record's file time
 minus its wall seconds) to the last record written. Rerun jobs overwrite their records, so run
 it on a run made in one go (a fresh clone) for a run's true span.
+
+The table starts with the machine it is read on (CPU model, cores, the vector extensions the
+CPU reports, torch's version and the kernels it dispatches to, and the environment variables that
+restrict them), so a row of docs/benchmarks.md can name its machine class: run it on the machine
+that made the run. ``--machine`` prints that alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import re
 import sys
 from collections import defaultdict
@@ -27,6 +35,45 @@ REPO = Path(__file__).resolve().parents[1]
 #: The rules files of the core reproduction (`rule core`); every other rules file is one family target.
 CORE_FILES = {"common", "corpus", "train", "sample", "strings", "activations", "search", "approx", "figures"}
 BENCHMARK = re.compile(r'benchmark:\s*\n\s*results\(f?"benchmarks/([^"]+)\.tsv"\)')
+
+
+#: The vector extensions that decide which kernels torch and oneDNN can use, as /proc/cpuinfo names them.
+VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve", "sve2")
+#: Environment variables that restrict or size the kernels (torch's capability, oneDNN's ISA, threads).
+KERNEL_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def cpu_flags(cpuinfo: str) -> tuple[str, list[str]]:
+    """(CPU model name, the :data:`VECTOR_FLAGS` it reports) from the text of /proc/cpuinfo."""
+    model = re.search(r"^(?:model name|Model|Hardware)\s*:\s*(.+)$", cpuinfo, re.M)
+    flags = re.search(r"^(?:flags|Features)\s*:\s*(.+)$", cpuinfo, re.M)
+    present = set(flags.group(1).split()) if flags else set()
+    return (model.group(1).strip() if model else platform.processor() or platform.machine(),
+            [f for f in VECTOR_FLAGS if f in present])
+
+
+def machine(cpuinfo_path: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
+    """The machine this runs on, as the rows of a benchmark's header: what a row of docs/benchmarks.md names."""
+    cpuinfo = cpuinfo_path.read_text(encoding="utf-8", errors="replace") if cpuinfo_path.exists() else ""
+    model, flags = cpu_flags(cpuinfo)
+    family = re.search(r"^cpu family\s*:\s*(\d+)", cpuinfo, re.M)
+    info = {"CPU": model + (f" (family {family.group(1)})" if family else ""), "cores": str(os.cpu_count()),
+            "platform": platform.platform(),
+            "vector extensions (CPU)": " ".join(flags) or "unknown (no /proc/cpuinfo)"}
+    try:
+        import torch
+    except ImportError:
+        info["torch"] = "not installed"
+    else:
+        info["torch"] = f"{torch.__version__} (CUDA {torch.version.cuda or 'none'})"
+        info["torch CPU capability"] = torch.backends.cpu.get_cpu_capability()
+        info["torch threads"] = str(torch.get_num_threads())
+        info["oneDNN (mkldnn)"] = "yes" if torch.backends.mkldnn.is_available() else "no"
+        info["MKL"] = "yes" if torch.backends.mkl.is_available() else "no"
+        info["GPU"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    info["kernel environment"] = " ".join(f"{k}={os.environ[k]}" for k in KERNEL_ENV if k in os.environ) or "unset"
+    return info
 
 
 def record_patterns(rules_dir: Path = REPO / "rules") -> list[tuple[re.Pattern, str]]:
@@ -107,10 +154,18 @@ def summarize(results: Path, patterns=None) -> tuple[dict[str, dict], list[tuple
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", type=Path, help="a preset's results directory, e.g. results/small")
+    parser.add_argument("results", type=Path, nargs="?", help="a preset's results directory, e.g. results/small")
     parser.add_argument("--jobs", action="store_true", help="also one row per job")
     parser.add_argument("--log", type=Path, help="Snakemake's output of the run: adds each job's declared mem_mb")
+    parser.add_argument("--machine", action="store_true", help="print only the machine (no run needed)")
     args = parser.parse_args(argv)
+    for key, value in machine().items():
+        print(f"- {key}: {value}")
+    print()
+    if args.machine:
+        return
+    if args.results is None:
+        parser.error("give a preset's results directory, e.g. results/small (or --machine alone)")
     targets, jobs, span = summarize(args.results)
     log = args.log.read_text(encoding="utf-8") if args.log else ""
     # results/<preset> lies two levels below the directory the workflow ran in

@@ -145,9 +145,14 @@ def test_missing_block_file_is_file_not_found(tmp_path):
         load_logits(tmp_path, CFG.vocab_size)
 
 
-def test_failed_dump_leaves_no_files(tmp_path, model, tokenizer, strings, monkeypatch):
+@pytest.mark.parametrize("where", ["tinylens.activations.run", "tinylens.tables.to_record_batch"],
+                         ids=["forward", "writer thread"])
+def test_failed_dump_leaves_no_files(tmp_path, model, tokenizer, strings, monkeypatch, where):
+    import importlib
+
     calls = []
-    original = record_activations
+    module, name = where.rsplit(".", 1)
+    original = getattr(importlib.import_module(module), name)
 
     def flaky(*args, **kwargs):
         calls.append(1)
@@ -155,10 +160,31 @@ def test_failed_dump_leaves_no_files(tmp_path, model, tokenizer, strings, monkey
             raise RuntimeError("interrupted")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr("tinylens.activations.record_activations", flaky)
+    monkeypatch.setattr(where, flaky)
     with pytest.raises(RuntimeError, match="interrupted"):
         dump_activations(model, tokenizer, strings[:50], tmp_path, ["ffwd_out"], batch_size=16, progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kinds", [["ffwd_out"], list(VECTOR_KINDS)], ids=["ffwd_out", "every kind"])
+def test_the_dump_is_byte_identical_to_the_unchunked_unthreaded_one(tmp_path, model, tokenizer, strings, kinds):
+    """Forward passes of a few strings at a time and a writer thread change no byte of any file
+    (benchmarks/dump_activations.py's reference: one forward per batch recording every kind, writing in turn)."""
+    import filecmp
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "dump_benchmark", Path(__file__).resolve().parents[1] / "benchmarks/dump_activations.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir(), new.mkdir()
+    benchmark.reference_dump(model, tokenizer, strings, old, kinds, batch_size=64)
+    dump_activations(model, tokenizer, strings, new, kinds, batch_size=64, chunk=24, progress=False)  # 5 row groups
+    names = sorted(p.name for p in old.iterdir())
+    assert len(names) == CFG.n_layer + 1
+    assert filecmp.cmpfiles(old, new, names, shallow=False) == (names, [], [])
 
 
 def test_dump_rejects_bad_input(tmp_path, model, tokenizer):

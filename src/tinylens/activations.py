@@ -5,7 +5,12 @@ last position's activations are kept. One file per block,
 ``block{b}.parquet``, with one fixed-size-list column per activation kind
 (names from :data:`tinylens.interventions.VECTOR_KINDS`), rows in the order of the
 strings; and ``logits.parquet`` with the model's last-position logits.
-Batches stream to disk, so memory stays at one batch whatever the scale.
+Batches stream to disk, so memory stays at two batches whatever the scale: one
+is written (converted, zstd-compressed) by a writer thread while the next is
+computed. On a CPU each batch's forward runs :data:`CPU_CHUNK` strings at a time,
+whose intermediates stay in the CPU's cache; the rows are the same floats as
+one forward of the whole batch (checked by the tests), and every batch is still
+one Parquet row group, so the files are those of an unchunked dump.
 
 Readers join a dump to a string or prompt table by row, so every file also
 records the sha256 of the strings it was dumped for (:func:`strings_digest`,
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -28,9 +34,14 @@ import torch
 from tqdm.auto import tqdm
 
 from tinylens.corpus import CharTokenizer
-from tinylens.interventions import VECTOR_KINDS, record_activations
+from tinylens.interventions import VECTOR_KINDS, hook_name, run
 from tinylens.model import Transformer
 from tinylens.tables import REMEDY, Schema, open_table, read_fixed_list, table_writer
+
+#: Strings per forward pass on a CPU. The feed-forward intermediates of 512 strings of 10 characters at
+#: d_model 64 (512 x 10 x 256 float32, 5 MB) stay in cache; 4,096 at once cost about 1.5x the CPU time
+#: (docs/benchmarks.md, "The strings dump on an AVX2-only CPU").
+CPU_CHUNK = 512
 
 #: The footer key holding :func:`strings_digest` of the strings a dump was made for.
 STRINGS_KEY = "tinylens.strings_sha256"
@@ -74,13 +85,33 @@ def block_path(directory: str | Path, block: int) -> Path:
     return Path(directory) / f"block{block}.parquet"
 
 
+def last_position(model: Transformer, batch: torch.Tensor, kinds: Sequence[str],
+                  chunk: int) -> tuple[np.ndarray, list[dict[str, np.ndarray]]]:
+    """The last position's logits ``[rows vocab]`` and, per block, ``{kind: [rows d_model]}`` (float32 numpy) of
+    ``batch`` ``[rows pos]``, ``chunk`` rows per forward pass; only ``kinds`` are recorded."""
+    traces = [run(model, part, record=[f"blocks.*.{k}" for k in kinds], last_only=True) for part in batch.split(chunk)]
+
+    def joined(values: list[torch.Tensor]) -> np.ndarray:
+        value = values[0] if len(values) == 1 else torch.cat(values)
+        return value.float().cpu().numpy()
+
+    blocks = [{k: joined([t.cache[hook_name(b, k)] for t in traces]) for k in kinds}
+              for b in range(model.config.n_layer)]
+    return joined([t.logits for t in traces]), blocks
+
+
 @torch.no_grad()
 def dump_activations(model: Transformer, tokenizer: CharTokenizer, strings: Sequence[str],
                      out_dir: str | Path, kinds: Sequence[str], batch_size: int = 4096,
-                     progress: bool = True) -> None:
-    """Write ``block{b}.parquet`` for every block and ``logits.parquet`` into ``out_dir``."""
+                     progress: bool = True, chunk: int | None = None) -> None:
+    """Write ``block{b}.parquet`` for every block and ``logits.parquet`` into ``out_dir``.
+
+    ``batch_size`` strings make one row group; ``chunk``: strings per forward pass (default: the whole batch
+    on an accelerator, :data:`CPU_CHUNK` on a CPU).
+    """
     model.eval()
     device = next(model.parameters()).device
+    chunk = chunk or (min(batch_size, CPU_CHUNK) if device.type == "cpu" else batch_size)
     cfg = model.config
     n = len(strings[0])
     if any(len(s) != n for s in strings):
@@ -93,13 +124,25 @@ def dump_activations(model: Transformer, tokenizer: CharTokenizer, strings: Sequ
                    for b in range(cfg.n_layer)]
         write_logits = stack.enter_context(table_writer(Path(out_dir) / "logits.parquet", logits_schema(cfg.vocab_size),
                                                         metadata=footer))
+
+        def write(logits: np.ndarray, blocks: list[dict[str, np.ndarray]]) -> None:
+            for block, write_block in zip(blocks, writers, strict=True):
+                write_block(block)
+            write_logits({"logits": logits})
+
+        # One batch is written while the next is computed (pyarrow and torch both release the GIL). The pool
+        # sits inside the stack: a failure waits for the write in flight, then the files are discarded.
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="dump-writer"))
+        pending: Future | None = None
         for start in tqdm(range(0, len(strings), batch_size), disable=not progress, unit="batch",
                           desc=f"dumping {len(strings):,} strings"):
             batch = torch.from_numpy(ids[start : start + batch_size].astype(np.int64)).to(device)
-            logits, acts = record_activations(model, batch, positions="last", patterns=False)
-            for b, write in enumerate(writers):
-                write({k: acts[k][b].float().cpu().numpy() for k in kinds})
-            write_logits({"logits": logits.float().cpu().numpy()})
+            computed = last_position(model, batch, kinds, chunk)
+            if pending is not None:
+                pending.result()  # raises the writer's error; at most one batch waits in memory
+            pending = pool.submit(write, *computed)
+        if pending is not None:
+            pending.result()
 
 
 def load_block(directory: str | Path, block: int, kind: str, d_model: int,
