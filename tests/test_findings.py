@@ -124,6 +124,27 @@ def test_snapshot_copies_a_run_with_its_provenance_and_renders_the_block(tmp_pat
         findings.render_readme(repo)
 
 
+def test_a_snapshot_of_a_clean_checkout_is_not_called_dirty(tmp_path):
+    """The snapshot rewrites tracked files (docs/snapshot/, README.md): the checkout's state is read before."""
+    import subprocess
+
+    repo, run = tmp_path / "repo", tmp_path / "results/small"
+    repo.mkdir()
+    (repo / "README.md").write_text(f"# x\n\n{BEGIN}\n{END}\n", encoding="utf-8")
+    _write(run, "metrics/superposition.json", SUPERPOSITION)
+    take_snapshot(run, repo)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "snapshot"], check=True)
+    SUPERPOSITION_CHANGED = json.loads(json.dumps(SUPERPOSITION))
+    SUPERPOSITION_CHANGED["headline"]["crossing_odd_sparsity"] = 0.5  # another run: the snapshot's files change
+    _write(run, "metrics/superposition.json", SUPERPOSITION_CHANGED)
+    take_snapshot(run, repo)
+    meta = json.loads((repo / "docs/snapshot/snapshot.json").read_text(encoding="utf-8"))
+    assert meta["dirty"] is False and len(meta["commit"]) == 40
+
+
 def test_superposition_findings_state_the_jump_rule_and_the_correlated_claims(tmp_path):
     doc = json.loads(json.dumps(SUPERPOSITION))
     doc["headline"].update(jumps_total=4, moves_within_noise=79,

@@ -221,6 +221,9 @@ def take_snapshot(run: Path, repo: Path, families: Sequence[Family] = FAMILIES) 
     run, snapshot = Path(run), Path(repo) / SNAPSHOT
     if not (run / "metrics").is_dir():
         raise FileNotFoundError(f"{run}/metrics is missing: give a finished run's folder, results/<preset>")
+    # the checkout's state before the snapshot rewrites its own tracked files (docs/snapshot/, README.md)
+    commit = _git(repo, "rev-parse", "HEAD")
+    dirty = bool(_git(repo, "status", "--porcelain", "--untracked-files=no"))
     if snapshot.exists():
         shutil.rmtree(snapshot)
     copied = []
@@ -232,8 +235,8 @@ def take_snapshot(run: Path, repo: Path, families: Sequence[Family] = FAMILIES) 
     finished = max((run / p).stat().st_mtime for p in copied) if copied else None
     meta = {
         "preset": run.name,
-        "commit": _git(repo, "rev-parse", "HEAD"),
-        "dirty": bool(_git(repo, "status", "--porcelain", "--untracked-files=no")),
+        "commit": commit,
+        "dirty": dirty,
         "date": datetime.datetime.fromtimestamp(finished, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         if finished else "unknown",
         "machine": machine(),
