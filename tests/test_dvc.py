@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tinylens import atomic
 
@@ -333,3 +334,16 @@ def test_the_readme_user_path_is_the_one_these_tests_run(repo):
     # the console script is the module restore() runs as `python -m tinylens.restore`
     assert 'tinylens-restore = "tinylens.restore:main"' in (repo / "pyproject.toml").read_text()
     assert "small" in yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]["workflow"]["foreach"]
+
+
+def test_every_output_of_a_run_is_versioned_by_dvc(finished_run, repo):
+    """Each file a run writes (but its logs and benchmark records) lies under one of dvc.yaml's outs or
+    metrics, so `dvc pull` brings back a complete run (a family whose folder is missing there leaves a pulled
+    clone that Snakemake would redo)."""
+    stage = next(iter(yaml.safe_load((repo / "dvc.yaml").read_text(encoding="utf-8"))["stages"].values()))["do"]
+    tracked = [next(iter(entry)).replace("results/${item}/", "") for entry in stage["outs"] + stage["metrics"]]
+    unversioned = sorted(
+        {path.relative_to(finished_run).as_posix() for path in finished_run.rglob("*") if path.is_file()}
+        - {p for p in (path.relative_to(finished_run).as_posix() for path in finished_run.rglob("*"))
+           if p.startswith(("logs/", "benchmarks/")) or any(p == t or p.startswith(t + "/") for t in tracked)})
+    assert not unversioned, f"outputs no dvc.yaml entry versions: {unversioned[:10]}"
