@@ -32,6 +32,8 @@ TIMED_FIELDS = {
     "metrics.json": ("train_seconds", "tokens_per_second"),  # models/seed<N>/metrics.json
     "training.json": ("train_seconds", "tokens_per_second"),  # metrics/training.json, per seed
     "loss.csv": ("elapsed_s",),  # models/seed<N>/loss.csv
+    "phase_change.json": ("cpu_seconds", "cpu_seconds_all_runs"),  # metrics/phase_change.json, per run and all
+    "curves.parquet": ("cpu_seconds",),  # phase_change/<run>/curves.parquet: CPU time at each checkpoint
 }
 
 
@@ -46,6 +48,12 @@ def _drop_timed(obj, fields):
 def _without_timed(name: str, data: bytes, fields) -> bytes:
     if name.endswith(".json"):
         return json.dumps(_drop_timed(json.loads(data), fields)).encode()
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(io.BytesIO(data))
+        assert set(fields) <= set(table.column_names), f"{name} has none of the timing columns {fields}"
+        return json.dumps(table.drop_columns(list(fields)).to_pydict(), default=str).encode()
     rows = list(csv.reader(io.StringIO(data.decode("utf-8"))))
     keep = [i for i, column in enumerate(rows[0]) if column not in fields]
     assert len(keep) < len(rows[0]), f"{name} has none of the timing columns {fields}"
