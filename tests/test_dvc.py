@@ -166,6 +166,8 @@ FIGURES = {
     # training-dynamics family
     "dynamics_energy_kl", "dynamics_icl_score", "dynamics_loss_by_position", "dynamics_head_scores",
     "dynamics_energy_depth",
+    # the induction-head phase change
+    "phase_change_curves", "phase_change_loss_derivative", "phase_change_controls", "phase_change_energy_kl",
     # attention dynamics
     "attention_diagonals", "attention_absorption", "attention_hull", "lens_curves", "next_token_cosine",
     "probe_accuracy"}

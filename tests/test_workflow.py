@@ -390,7 +390,7 @@ def test_every_benchmark_record_belongs_to_a_named_target(finished_run, repo, te
     spec.loader.exec_module(workflow_times)
     targets, jobs, span = workflow_times.summarize(finished_run)
     assert {target for target, _, _ in jobs} == {"core", "supporting", "circuits", "superposition", "dynamics",
-                                                 "attention", "comparison", "findings"}
+                                                 "attention", "comparison", "findings", "phase_change"}
     assert len(jobs) == len(list((finished_run / "benchmarks").glob("*.tsv"))) and span > 0
     assert sum(t["jobs"] for t in targets.values()) == len(jobs)
     search_jobs = [name for target, name, _ in jobs if name.startswith("search_")]
