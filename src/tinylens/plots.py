@@ -127,6 +127,20 @@ def make_threshold_sweep(sweeps: Mapping[str, Mapping[str, np.ndarray]], tuned: 
 SHOWN_CHARACTERS = {"\n": "\\n", " ": "␣"}
 
 
+def _model_against_approximation(ax, case: dict, vocab, prompt: str, top: int) -> None:
+    """Bars of the model's and the tuned approximation's probabilities on the ``top`` tokens likeliest under
+    either (one case-study entry: ``model``, ``tuned``)."""
+    q, p = np.asarray(case["model"]), np.asarray(case["tuned"]["distribution"])
+    order = np.argsort(-(q + p), kind="stable")[:top]
+    x = np.arange(len(order))
+    ax.bar(x - 0.2, q[order], 0.4, label="model")
+    ax.bar(x + 0.2, p[order], 0.4, label="approximation (tuned, all blocks)")
+    ax.set_xticks(x, [SHOWN_CHARACTERS.get(vocab[i], vocab[i]) for i in order])
+    ax.set_title(f"{prompt!r}: Hellinger {case['tuned']['hellinger']:.3f}", fontsize=10)
+    ax.set_ylabel("next-token probability")
+    ax.legend(fontsize=7)
+
+
 def make_case_studies(summary: dict, top: int = 12) -> Figure:
     """Per case-study prompt: model vs approximation on the most likely tokens, and the matching strings."""
     vocab = summary["vocab"]
@@ -134,15 +148,7 @@ def make_case_studies(summary: dict, top: int = 12) -> Figure:
     fig = Figure(figsize=(13, 3.1 * len(cases)))
     axes = fig.subplots(len(cases), 2, squeeze=False, gridspec_kw={"width_ratios": [1.2, 1]})
     for (bar_ax, text_ax), case in zip(axes, cases):
-        q, p = np.asarray(case["model"]), np.asarray(case["tuned"]["distribution"])
-        order = np.argsort(-(q + p), kind="stable")[:top]
-        x = np.arange(len(order))
-        bar_ax.bar(x - 0.2, q[order], 0.4, label="model")
-        bar_ax.bar(x + 0.2, p[order], 0.4, label="approximation (tuned, all blocks)")
-        bar_ax.set_xticks(x, [SHOWN_CHARACTERS.get(vocab[i], vocab[i]) for i in order])
-        bar_ax.set_title(f"{case['prompt']!r}: Hellinger {case['tuned']['hellinger']:.3f}", fontsize=10)
-        bar_ax.set_ylabel("next-token probability")
-        bar_ax.legend(fontsize=7)
+        _model_against_approximation(bar_ax, case, vocab, case["prompt"], top)
         lines = ["block  matches  examples (strings above the tuned threshold)"]
         for b, (n, ex) in enumerate(zip(case["tuned"]["matches"], case["examples"])):
             shown = ", ".join(repr(e)[1:-1] for e in ex[:4])
@@ -163,15 +169,7 @@ def make_explanation(e: dict, top: int = 12) -> Figure:
     case, vocab = e["case_study"], e["vocab"]
     fig = Figure(figsize=(13, 3.6))
     bar_ax, text_ax = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
-    q, p = np.asarray(case["model"]), np.asarray(case["tuned"]["distribution"])
-    order = np.argsort(-(q + p), kind="stable")[:top]
-    x = np.arange(len(order))
-    bar_ax.bar(x - 0.2, q[order], 0.4, label="model")
-    bar_ax.bar(x + 0.2, p[order], 0.4, label="approximation (tuned, all blocks)")
-    bar_ax.set_xticks(x, [SHOWN_CHARACTERS.get(vocab[i], vocab[i]) for i in order])
-    bar_ax.set_title(f"{e['prompt']!r}: Hellinger {case['tuned']['hellinger']:.3f}", fontsize=10)
-    bar_ax.set_ylabel("next-token probability")
-    bar_ax.legend(fontsize=7)
+    _model_against_approximation(bar_ax, case, vocab, e["prompt"], top)
     lines = ["block  threshold  matches  H alone  examples"]
     for b in e["blocks"]:
         shown = ", ".join(repr(s)[1:-1] for s in b["examples"][:3])
