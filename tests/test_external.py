@@ -17,7 +17,6 @@ from tinylens.external import (  # noqa: E402
     BridgeSubject,
     ExternalModelUnavailable,
     check_available,
-    circuit_weights,
     load_bridge,
     measure_checkpoints,
     tokenize_text,
@@ -80,15 +79,9 @@ def assert_same_scores(imported, native):
 
 
 def test_the_imported_model_has_the_native_composition_scores(ours_and_imported):
-    model, _, bridge, _ = ours_and_imported
-    native = score_table(model, seed=0, step=STEP, samples=16, baseline_seed=3)
-    assert_same_scores(score_table(circuit_weights(bridge), seed=0, step=STEP, samples=16, baseline_seed=3), native)
-
-
-def test_the_external_rules_tables_hold_the_native_composition_scores(ours_and_imported):
-    """What rule external_measure writes (tinylens.external.measure_checkpoints) for our exported model: the
-    last checkpoint's table (Q/K/V, both bases, LayerNorm ignored and folded) and K-composition over the
-    checkpoints are the native scores, the tables our own circuits family writes."""
+    """What rule external_measure writes (tinylens.external.measure_checkpoints: circuit_weights of the bridge)
+    for our exported model: the last checkpoint's table (Q/K/V, both bases, LayerNorm ignored and folded) and
+    K-composition over the checkpoints are the native scores, the tables our own circuits family writes."""
     model, _, _, folder = ours_and_imported
     m = measure_checkpoints(folder, [STEP], "step{step}", TEXT, 0.8, 16, 1, settings(), samples=16, baseline_seed=3,
                             progress=False)
@@ -136,8 +129,8 @@ def build_hf_checkpoints(folder, kind, tokenizer, steps=STEPS):
 def test_gpt_neox_and_gpt2_checkpoints_run_through_the_rules(repo, tmp_path, corpus_path):
     """Two local model suites through the rules: the GPT-NeoX-style one through `snakemake external_models`
     (tables, the metrics of our seeds' dynamics and circuits families, every figure), the GPT-2-style one to its
-    tables and metrics (the figure scripts read the same tables whatever the architecture); and a hub model that
-    is not available here stops the plan, naming it."""
+    tables (the summaries and figures read the same tables whatever the architecture); and a hub model that is
+    not available here stops the plan, naming it."""
     import json
     import subprocess
     import sys
@@ -170,33 +163,38 @@ def test_gpt_neox_and_gpt2_checkpoints_run_through_the_rules(repo, tmp_path, cor
     extra.write_text(yaml.safe_dump({"external": ["tiny-neox"], "external_models": models}))
     run = tmp_path / "run/results/test/external"
     cmd = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "-d", str(tmp_path / "run"),
-           "--cores", "2", "external_models",  # and the GPT-2-style model's metrics (paths under the run's folder)
-           *(f"results/test/external/tiny-gpt2/metrics/{f}.json" for f in ("dynamics", "circuits")),
+           "--cores", "2", "external_models", "results/test/external/tiny-gpt2/model/config.json",  # its tables
            "--configfile", str(extra), "--config", "preset=test", f"corpus_url={corpus_path}"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    scores = {}
     for name in models:
         out = run / name
-        summary = json.loads((out / "metrics/dynamics.json").read_text())
-        assert summary["seeds"]["0"]["checkpoints"] == len(STEPS) and summary["original_seed"] == 0
         heads = read_table(out / "dynamics/seed0/heads.parquet", HEADS_SCHEMA)
         assert heads.num_rows == len(STEPS) * 2 * 2 and sorted(set(heads["step"].to_pylist())) == list(STEPS)
-        # the circuits family's table of the last checkpoint and its metrics: the keys of our own models'
-        scores = pl.from_arrow(read_table(out / "circuits/seed0/scores.parquet", SCORES_SCHEMA))
-        assert scores.height == len(VARIANTS) * len(KINDS) * 2 * 2 and set(scores["step"]) == {STEPS[-1]}
-        circuits = json.loads((out / "metrics/circuits.json").read_text())
-        assert set(circuits) == {"source", "original_seed", "shape", "top_pairs", "baselines", "across_seeds",
-                                 "symmetry", "symmetry_result", "over_training"}
-        assert circuits["shape"] == {"d_model": 16, "n_layer": 2, "n_head": 2, "pairs": 4,
-                                     "gaussian_1_over_sqrt_d_model": 0.25}
-        for key in ("top_pairs", "baselines", "across_seeds"):
-            assert {v: sorted(k) for v, k in circuits[key].items()} == {
-                variant_name(*v): sorted(KINDS) for v in VARIANTS}, key
-        best = scores.filter((pl.col("basis") == "token") & (pl.col("layernorm") == "folded") & (pl.col("kind") == "V"))
-        assert circuits["top_pairs"]["token/folded"]["V"][0]["score"] == pytest.approx(
-            best.sort(pl.col("score") - pl.col("baseline_mean"), descending=True)["score"][0], abs=1e-12)
-        assert circuits["symmetry"] == {} and circuits["symmetry_result"] == {"not_run": SYMMETRY_NOT_RUN}
-        assert set(circuits["over_training"]["0"]) == {"residual/ignored", "token/ignored"}
+        over = read_table(out / "circuits/seed0/over_training.parquet", SCORES_SCHEMA)
+        assert sorted(set(over["step"].to_pylist())) == list(STEPS)
+        # the circuits family's table of the last checkpoint: every pair, Q/K/V, both bases, LayerNorm ignored/folded
+        scores[name] = pl.from_arrow(read_table(out / "circuits/seed0/scores.parquet", SCORES_SCHEMA))
+        assert scores[name].height == len(VARIANTS) * len(KINDS) * 2 * 2 and set(scores[name]["step"]) == {STEPS[-1]}
+    out = run / "tiny-neox"
+    summary = json.loads((out / "metrics/dynamics.json").read_text())
+    assert summary["seeds"]["0"]["checkpoints"] == len(STEPS) and summary["original_seed"] == 0
+    # the circuits family's metrics: the keys of our own models'
+    circuits = json.loads((out / "metrics/circuits.json").read_text())
+    assert set(circuits) == {"source", "original_seed", "shape", "top_pairs", "baselines", "across_seeds",
+                             "symmetry", "symmetry_result", "over_training"}
+    assert circuits["shape"] == {"d_model": 16, "n_layer": 2, "n_head": 2, "pairs": 4,
+                                 "gaussian_1_over_sqrt_d_model": 0.25}
+    for key in ("top_pairs", "baselines", "across_seeds"):
+        assert {v: sorted(k) for v, k in circuits[key].items()} == {
+            variant_name(*v): sorted(KINDS) for v in VARIANTS}, key
+    best = scores["tiny-neox"].filter((pl.col("basis") == "token") & (pl.col("layernorm") == "folded")
+                                      & (pl.col("kind") == "V"))
+    assert circuits["top_pairs"]["token/folded"]["V"][0]["score"] == pytest.approx(
+        best.sort(pl.col("score") - pl.col("baseline_mean"), descending=True)["score"][0], abs=1e-12)
+    assert circuits["symmetry"] == {} and circuits["symmetry_result"] == {"not_run": SYMMETRY_NOT_RUN}
+    assert set(circuits["over_training"]["0"]) == {"residual/ignored", "token/ignored"}
     assert sorted(p.name for p in (run / "tiny-neox/figures").glob("*.png")) == sorted(
         f"{f}.png" for f in ("dynamics_energy_kl", "dynamics_icl_score", "dynamics_loss_by_position",
                              "dynamics_head_scores", "dynamics_energy_depth", "composition_heatmaps",
