@@ -82,10 +82,8 @@ def differing_files(a: Path, b: Path) -> tuple[int, list[str]]:
     return len(names_a), differ
 
 
-def test_two_runs_of_the_test_preset_write_identical_bytes(finished_run, repo, tmp_path_factory, test_config):
-    second = tmp_path_factory.mktemp("second_run")
-    run_snakemake(repo, second, config=test_config)
-    compared, differ = differing_files(finished_run, second / "results/test")
+def test_two_runs_of_the_test_preset_write_identical_bytes(finished_run, second_run):
+    compared, differ = differing_files(finished_run, second_run)
     assert compared > 250 and not differ, f"{len(differ)} of {compared} files differ between two identical runs: {differ}"
 
 

@@ -58,3 +58,30 @@ def test_every_family_package_is_laid_out_the_same_way():
     missing = {family: [m for m in ("schemas.py", "plots.py", "summary.py") if not (src / family / m).is_file()]
                for family in families}
     assert not any(missing.values()), missing
+
+
+#: Scripts that only read tables and draw or summarise them: they start without torch, whose import
+#: (2-3 CPU-s) is most of such a job's cost. The library imports torch inside the functions that use it.
+TORCH_FREE = (
+    "build_strings", "download_corpus", "findings", "hellinger_summary", "paper_comparison", "paper_prompts",
+    "phase_change_summary", "supporting_metrics", "summarize_superposition", "tokenize",
+    *(p.stem for p in SCRIPTS if p.stem.startswith("plot_") and p.stem not in (
+        "plot_composition_across_seeds", "plot_composition_heatmaps", "plot_loss_curves",  # read config.json
+        "plot_dynamics_energy_depth", "plot_dynamics_energy_kl", "plot_dynamics_head_scores",  # through
+        "plot_dynamics_icl_score", "plot_dynamics_loss_by_position"))                          # tinylens.weights
+)
+
+
+def test_the_table_reading_scripts_start_without_torch():
+    import subprocess
+    import sys
+
+    imports = {}
+    for name in TORCH_FREE:
+        tree = ast.parse((SCRIPTS[0].parent / f"{name}.py").read_text(encoding="utf-8"))
+        imports[name] = "\n".join(ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+                                  and getattr(n, "module", None) != "__future__")
+    code = "import sys\n" + "".join(
+        f"{body}\nif 'torch' in sys.modules:\n    sys.exit({name!r} + ' imports torch')\n" for name, body in imports.items())
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -16,14 +16,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import torch
 from tqdm.auto import tqdm
 
 from tinylens.measures import hellinger, softmax  # noqa: F401  (re-exported: one definition)
 from tinylens.tables import Schema, align_ids, read_csv, write_csv
+
+if TYPE_CHECKING:  # torch is imported inside the functions that use it: jobs that only read tables skip it
+    import torch
 
 
 def combine(per_block, weights):
@@ -33,6 +36,7 @@ def combine(per_block, weights):
     ``(p [prompts vocab], empty [prompts])`` in float64: prompts with no count in any weighted block get
     the uniform distribution (no information) and are flagged in ``empty``.
     """
+    import torch
     if isinstance(per_block, torch.Tensor):
         w = weights if isinstance(weights, torch.Tensor) else torch.as_tensor(weights)
         combined = torch.einsum("pbv,b->pv", per_block.double(), w.double().to(per_block.device))
@@ -73,6 +77,7 @@ def _fit_weights(per_block: torch.Tensor, q: torch.Tensor, init: np.ndarray, ste
 
     The loss is :func:`combine` and :func:`~tinylens.measures.hellinger`, smoothed (``eps``) so that
     its gradient stays finite where a probability is zero."""
+    import torch
     log_w = torch.tensor(np.log(np.maximum(init, 1e-6)), dtype=torch.float64, requires_grad=True)
     opt = torch.optim.Adam([log_w], lr=0.1)
     for _ in range(steps):
@@ -88,6 +93,7 @@ def tune(above: np.ndarray, q: np.ndarray, init_thresholds: np.ndarray, rounds: 
          weight_steps: int = 150, progress: bool = True) -> Tuned:
     """Coordinate descent: fit the weights (Adam on log-weights), then for each block try every
     threshold with the others fixed and keep the best; repeat ``rounds`` times."""
+    import torch
     n_blocks, n_thresholds = above.shape[1], above.shape[2]
     thresholds = np.asarray(init_thresholds, dtype=np.int64).copy()
     weights = np.full(n_blocks, 1.0 / n_blocks)

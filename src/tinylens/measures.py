@@ -5,6 +5,9 @@ torch tensors (returning the same kind). Distributions are computed in
 float64: the analyses compare distances down to 1e-3.
 
 >>> import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 >>> float(hellinger(np.array([1.0, 0.0]), np.array([0.0, 1.0])))
 1.0
 >>> float(kl_divergence(np.array([0.5, 0.5]), np.array([0.5, 0.5])))
@@ -13,15 +16,18 @@ float64: the analyses compare distances down to 1e-3.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-import torch
 
-Array = TypeVar("Array", np.ndarray, torch.Tensor)
+if TYPE_CHECKING:  # torch is imported inside the functions that use it: jobs that only read tables skip it
+    import torch
+
+Array = TypeVar("Array", np.ndarray, "torch.Tensor")  # torch is imported where a function needs it
 
 
 def _float64(x):
+    import torch
     if isinstance(x, torch.Tensor):
         return x.double()
     return np.asarray(x, dtype=np.float64)
@@ -29,6 +35,7 @@ def _float64(x):
 
 def softmax(logits: Array) -> Array:
     """Probabilities from logits, in float64."""
+    import torch
     if isinstance(logits, torch.Tensor):
         return torch.softmax(logits.double(), dim=-1)
     z = _float64(logits)
@@ -39,6 +46,7 @@ def softmax(logits: Array) -> Array:
 
 def log_softmax(logits: Array) -> Array:
     """Log-probabilities from logits, in float64."""
+    import torch
     if isinstance(logits, torch.Tensor):
         return torch.log_softmax(logits.double(), dim=-1)
     z = _float64(logits)
@@ -52,6 +60,7 @@ def hellinger(p: Array, q: Array, eps: float = 0.0) -> Array:
     ``eps`` > 0 smooths it for gradient descent (``sqrt(p + eps)``, and ``H**2`` kept >= eps), so
     its gradient is finite where a probability or the distance is zero; 0 gives the exact value.
     """
+    import torch
     p, q = _float64(p), _float64(q)
     if isinstance(p, torch.Tensor):
         q = q.to(p.device) if isinstance(q, torch.Tensor) else torch.as_tensor(q, device=p.device)
@@ -61,6 +70,7 @@ def hellinger(p: Array, q: Array, eps: float = 0.0) -> Array:
 
 def kl_divergence(p: Array, q: Array) -> Array:
     """KL(p || q) = sum p log(p / q) in nats, with 0 log 0 = 0 (infinite where q = 0 < p)."""
+    import torch
     p, q = _float64(p), _float64(q)
     if isinstance(p, torch.Tensor):
         terms = torch.where(p > 0, p * (torch.log(p.clamp_min(1e-300)) - torch.log(q)), torch.zeros_like(p))
@@ -72,6 +82,7 @@ def kl_divergence(p: Array, q: Array) -> Array:
 
 def kl_from_logits(p_logits: Array, q_logits: Array) -> Array:
     """KL(softmax(p_logits) || softmax(q_logits)), stable for confident distributions."""
+    import torch
     log_p, log_q = log_softmax(p_logits), log_softmax(q_logits)
     if isinstance(log_p, torch.Tensor):
         return (log_p.exp() * (log_p - log_q)).sum(-1)
@@ -80,6 +91,7 @@ def kl_from_logits(p_logits: Array, q_logits: Array) -> Array:
 
 def entropy(p: Array) -> Array:
     """Shannon entropy in nats, with 0 log 0 = 0."""
+    import torch
     p = _float64(p)
     if isinstance(p, torch.Tensor):
         return -torch.where(p > 0, p * torch.log(p.clamp_min(1e-300)), torch.zeros_like(p)).sum(-1)
@@ -89,6 +101,7 @@ def entropy(p: Array) -> Array:
 
 def cosine(a: Array, b: Array, eps: float = 1e-30) -> Array:
     """Cosine similarity of matching rows of ``a`` and ``b`` (broadcast), in float64; 0 for a zero row."""
+    import torch
     a, b = _float64(a), _float64(b)
     if isinstance(a, torch.Tensor):
         return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(eps)
@@ -99,6 +112,7 @@ def cosine_matrix(a: Array, b: Array, eps: float = 1e-30) -> Array:
     """All pairwise cosines: a ``[... n d]``, b ``[... m d]`` -> ``[... n m]``, in float64: the same
     ``(a . b) / (|a| |b|)`` as :func:`cosine`, for every pair; 0 where a row is zero. Leading axes
     broadcast (one matrix per sequence of a batch)."""
+    import torch
     a, b = _float64(a), _float64(b)
     if isinstance(a, torch.Tensor):
         norms = a.norm(dim=-1)[..., :, None] * b.norm(dim=-1)[..., None, :]
@@ -120,6 +134,7 @@ def descending_ranks(scores: Array, *, base: int, ties: str, index=None) -> Arra
     >>> descending_ranks(np.array([0.5, 0.9, 0.5, 0.1]), base=1, ties="shared").tolist()
     [2, 1, 2, 4]
     """
+    import torch
     if ties not in ("shared", "by_position"):
         raise ValueError(f"ties must be 'shared' or 'by_position', not {ties!r}")
     torch_in = isinstance(scores, torch.Tensor)
@@ -158,6 +173,7 @@ def unigram(ids: np.ndarray | torch.Tensor, vocab_size: int, pseudocount: float 
     """Character frequencies of a token-id array, float64 ``[vocab]`` summing to 1 (method.md §8:
     the train split's). ``pseudocount`` is added to every count first, so that a character absent
     from ``ids`` keeps a small probability (KL(model || unigram) stays finite)."""
+    import torch
     ids = ids.cpu().numpy() if isinstance(ids, torch.Tensor) else np.asarray(ids)
     if ids.size == 0:
         raise ValueError("unigram of an empty token array")

@@ -53,13 +53,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tinylens.circuits.schemas import SCORES_SCHEMA
+from tinylens.circuits.schemas import BASES, KINDS, LAYERNORMS, SCORES_SCHEMA, pair_label  # noqa: F401 (re-exported)
 from tinylens.interventions import head_weights
 from tinylens.model import Transformer
 
-KINDS = ("Q", "K", "V")
-BASES = ("residual", "token")
-LAYERNORMS = ("ignored", "folded")
 #: Std of the model's own initialisation (``normal(0, 0.02)``, method.md §1): the baseline's matrices.
 INIT_STD = 0.02
 
@@ -322,8 +319,3 @@ def score_table(model: Transformer | CircuitWeights, seed: int, step: int, sampl
     for k in ("score", "baseline_mean", "baseline_std"):
         cols[k] = np.concatenate(cols[k]).astype(np.float64)
     return cols
-
-
-def pair_label(layer_a: int, head_a: int, layer_b: int, head_b: int) -> str:
-    """``"0.1 -> 2.3"``: layer.head of the earlier head, then of the later one (0-based)."""
-    return f"{layer_a}.{head_a} -> {layer_b}.{head_b}"

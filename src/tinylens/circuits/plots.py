@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
-from tinylens.circuits.composition import KINDS
+from tinylens.circuits.schemas import KINDS
 from tinylens.circuits.training import VARIANTS, formation, layer_pair_max, variant_name, with_excess
 from tinylens.plots import plt
 

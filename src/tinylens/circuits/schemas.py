@@ -9,6 +9,16 @@ import pyarrow as pa
 
 from tinylens.tables import Schema
 
+KINDS = ("Q", "K", "V")
+BASES = ("residual", "token")
+LAYERNORMS = ("ignored", "folded")
+
+
+def pair_label(layer_a: int, head_a: int, layer_b: int, head_b: int) -> str:
+    """``"0.1 -> 2.3"``: layer.head of the earlier head, then of the later one (0-based)."""
+    return f"{layer_a}.{head_a} -> {layer_b}.{head_b}"
+
+
 SCORES_SCHEMA = Schema("composition scores", {
     "seed": pa.int64(),
     "step": pa.int64(),            # training step of the weights (the final model: its last step)

@@ -6,7 +6,7 @@ import math
 
 import polars as pl
 
-from tinylens.circuits.composition import KINDS
+from tinylens.circuits.schemas import KINDS
 from tinylens.circuits.training import VARIANTS, across_seeds, formation, top_pairs, variant_name
 
 #: A transformation "leaves the real model unchanged" when no logit moves by more than this

@@ -15,9 +15,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tinylens.circuits.composition import KINDS, pair_label, score_table
+from tinylens.circuits.schemas import KINDS, pair_label
 from tinylens.measures import kendall_tau
-from tinylens.weights import checkpoint_steps, load_checkpoint
 
 VARIANTS = [("residual", "ignored"), ("token", "ignored"), ("residual", "folded"), ("token", "folded")]
 
@@ -34,6 +33,9 @@ def scores_over_training(model_dir: str | Path, seed: int, samples: int, baselin
     checkpoint step; tinylens.weights lists and loads them). By default K-composition with LayerNorm
     ignored, in both bases: the folded baselines differ per layer pair and would cost ``n_layer`` times
     more at every checkpoint."""
+    from tinylens.circuits.composition import score_table  # torch: the summaries and figures never get here
+    from tinylens.weights import checkpoint_steps, load_checkpoint
+
     parts = []
     steps = checkpoint_steps(model_dir)
     for step in (progress(steps) if progress else steps):

@@ -21,18 +21,22 @@ Detection patterns ``D`` are ``[batch pos pos]`` 0/1 masks over (query, key); a 
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported inside the functions that use it: jobs that only read tables skip it
+    from torch import Tensor
 
 
 def previous_token_pattern(pos: int) -> Tensor:
     """D[i, i - 1] = 1: ``[pos pos]`` (TransformerLens's previous-token detection pattern)."""
+    import torch
     return torch.diag(torch.ones(pos - 1), diagonal=-1)
 
 
 def duplicate_token_pattern(tokens: Tensor) -> Tensor:
     """D[i, j] = 1 where tok_j = tok_i and j < i: ``[batch pos] -> [batch pos pos]``
     (TransformerLens's duplicate-token pattern: the current token itself excluded)."""
+    import torch
     same = tokens[:, :, None] == tokens[:, None, :]
     return torch.tril(same, diagonal=-1).to(torch.float32)
 
@@ -40,6 +44,7 @@ def duplicate_token_pattern(tokens: Tensor) -> Tensor:
 def prefix_matching_pattern(tokens: Tensor) -> Tensor:
     """D[i, j + 1] = 1 where tok_j = tok_i and j < i: ``[batch pos] -> [batch pos pos]``
     (the duplicate-token pattern shifted one key to the right: TransformerLens's induction pattern)."""
+    import torch
     duplicate = duplicate_token_pattern(tokens)
     shifted = torch.zeros_like(duplicate)
     shifted[:, :, 1:] = duplicate[:, :, :-1]
@@ -63,6 +68,7 @@ def detection_score(pattern: Tensor, detection: Tensor, queries: Tensor | None =
 
 def repeat_queries(pos: int, repeat_length: int) -> Tensor:
     """The query positions of repeats 2 and later of a sequence of ``repeat_length``-token repeats."""
+    import torch
     return torch.arange(pos) >= repeat_length
 
 
@@ -83,6 +89,7 @@ def copying_score_eigen(W_E: Tensor, W_V: Tensor, W_O: Tensor, W_U: Tensor) -> T
     the d_head x d_head product ``W_O W_U W_E W_V`` (same product, cyclically rotated), which is
     what is decomposed. Returns ``[n_heads]``.
     """
+    import torch
     small = W_O.double() @ W_U.double() @ W_E.double() @ W_V.double()  # [n_heads d_head d_head]
     eig = torch.linalg.eigvals(small)
     return eig.real.sum(-1) / eig.abs().sum(-1).clamp_min(1e-300)
@@ -99,6 +106,7 @@ def copying_score_logits(head_logits: Tensor, attended: Tensor) -> Tensor:
     to [-1, 1] as 2 s - 1: +1 when all of the head's boost goes to the token it attends to, -1
     when none does. Returns ``[n_heads]``.
     """
+    import torch
     boost = torch.relu(head_logits - head_logits.mean(-1, keepdim=True))
     total = boost.sum(-1)
     own = boost.gather(-1, attended[..., None]).squeeze(-1)

@@ -7,7 +7,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from tinylens.dynamics.heads import prefix_matching_score
 from tinylens.dynamics.phases import critical_points, ie_kl_phases, loss_bump, phase_change_window
@@ -107,6 +106,7 @@ def curves_of_seeds(n_layer: int, n_head: int, context: int, seeds: Sequence[int
 def uniform_prefix_matching(repeat_length: int, copies: int) -> float:
     """The prefix-matching score of a head attending uniformly to every earlier position: the level a
     head without any induction reaches by chance (tokens distinct within a repeat)."""
+    import torch
     pos = repeat_length * copies
     tokens = torch.arange(repeat_length).repeat(copies)[None]
     uniform = torch.tril(torch.ones(pos, pos)) / torch.arange(1, pos + 1)[:, None]

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported inside the functions that use it: jobs that only read tables skip it
+    import torch
 
 KINDS = ("correlated", "anticorrelated", "independent")
 PAIR_TYPES = ("same correlated group", "same anticorrelated group", "different groups")
@@ -94,6 +97,7 @@ class Layout:
 
 def layout(settings: Sequence[Setting], seeds: int) -> Layout:
     """The layout of a stack of ``seeds`` models per setting (setting-major)."""
+    import torch
     n = max(s.features for s in settings)
     G = n  # at most one group per feature
     rows = []
@@ -121,6 +125,7 @@ def sample_grouped(lay: Layout, batch_size: int, generator: torch.Generator) -> 
     is the one member an anti-correlated group lets on; a correlated
     group lets every member on. One more uniform per feature is its value.
     """
+    import torch
     device = generator.device
     M, n = lay.group_of.shape
     G = lay.group_kind.shape[1]

@@ -8,9 +8,12 @@ written in the hidden space. Functions accept any leading batch dimensions
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported inside the functions that use it: jobs that only read tables skip it
+    import torch
 
 #: A feature whose column is shorter than this is "not represented" (trained columns are ~1 or ~0).
 REPRESENTED_NORM = 0.5
@@ -30,6 +33,7 @@ def feature_dimensionality(W: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     orthogonal to every other, 1/2 for an antipodal pair, 2/5 for a regular
     pentagon in 2-D.
     """
+    import torch
     W = W.double()
     norms_sq = (W**2).sum(-2)  # [... features]
     gram = W.transpose(-1, -2) @ W  # [... features features], gram[i, j] = W_i . W_j
@@ -97,11 +101,13 @@ def _antipodal_pairs(angles: np.ndarray, tol_deg: float) -> int:
 
 def column_angles(W2: torch.Tensor) -> torch.Tensor:
     """Direction of each column in degrees, [0, 360) [... features], for 2-D hidden spaces."""
+    import torch
     return torch.rad2deg(torch.atan2(W2[..., 1, :], W2[..., 0, :])) % 360
 
 
 def regular_polygon(k: int, n_features: int | None = None, start_deg: float = 90.0) -> torch.Tensor:
     """Unit columns at the vertices of a regular k-gon, [2 n_features]; features after k are zero."""
+    import torch
     n_features = n_features or k
     W = torch.zeros(2, n_features)
     for i in range(k):

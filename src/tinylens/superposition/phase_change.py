@@ -10,10 +10,14 @@ best one. method.md §11.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from tinylens.superposition.geometry import regular_polygon
+
+if TYPE_CHECKING:  # torch is imported inside the functions that use it: jobs that only read tables skip it
+    import torch
 
 STARTS = ("pentagon", "two digons")
 
@@ -21,6 +25,7 @@ STARTS = ("pentagon", "two digons")
 def start_weights(geometry: str, n_models: int, n_features: int = 5, odd: int = 4,
                   bias: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """(W [models 2 features], b [models features]) at the start that favours ``geometry``."""
+    import torch
     if n_features != 5:
         raise ValueError(f"the pentagon/digon starts are defined for 5 features, got {n_features}")
     if geometry == "pentagon":
