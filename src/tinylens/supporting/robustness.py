@@ -205,7 +205,7 @@ def findings_sentence(robustness: Mapping) -> str:
     variants = get(robustness, "variants")
     default = get(variants, get(robustness, "default"))
     parts = []
-    for name, v in variants.items():
+    for v in variants.values():
         if "versus_default" not in v:
             continue
         c = get(v, "versus_default")
