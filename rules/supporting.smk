@@ -202,6 +202,44 @@ rule criterion:
         "../scripts/criterion.py"
 
 
+ROBUSTNESS = SUPPORTING_SIZES["robustness"]
+
+
+rule approx_robustness:
+    """The approximation with Euclidean distance and with other string lengths, beside the default, on the
+    same held-out prompts (method.md §7): the strings of a slice of the train text, run through the model here."""
+    input:
+        **model_files(ORIGINAL),
+        train=rules.tokenize.output.train,
+        val=rules.tokenize.output.val,
+    output:
+        table=results("supporting/robustness.parquet"),
+        summary=results("supporting/robustness.json"),
+    params:
+        shared=SUPPORTING["robustness"],
+        sizes=ROBUSTNESS,
+        length=config["substring_length"],
+        tune_fraction=ANALYSIS["tune_fraction"],
+        grid=config["threshold_grid"],
+        paper=config["paper_baseline"],
+        rounds=ANALYSIS["tune_rounds"],
+    threads: 1
+    resources:
+        # one block's [prompts strings] float64 scores and their temporaries (about 160 bytes a prompt and
+        # string: 2,046 MB measured at 200 prompts x 50,000 characters, small), and the strings' activations
+        mem_mb=600 + (160 * ROBUSTNESS["prompts"] + 4 * N_LAYER * D_MODEL) * ROBUSTNESS["text_chars"] // 10**6,
+        # 58 CPU-s measured at the small preset (200 prompts, 50,000 characters, lengths 5, 10, 15)
+        runtime=10,
+    log:
+        results("logs/approx_robustness.log"),
+    benchmark:
+        results("benchmarks/approx_robustness.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/approx_robustness.py"
+
+
 rule supporting_metrics:
     input:
         **model_files(ORIGINAL, "config"),
@@ -212,6 +250,7 @@ rule supporting_metrics:
         contributions=rules.block_contributions.output.table,
         subspaces=rules.token_subspaces.output.tokens,
         criterion=expand(results("supporting/criterion_{mode}.json"), mode=MODES),
+        robustness=rules.approx_robustness.output.summary,
     output:
         metrics=results("metrics/supporting.json"),
     params:
@@ -253,6 +292,7 @@ SUPPORTING_FIGURES = figures(
         params=dict(n_layer=N_LAYER),
     ),
     criterion=dict(input=dict(metrics=rules.supporting_metrics.output.metrics)),
+    robustness=dict(input=dict(summary=rules.approx_robustness.output.summary)),
 )
 
 
@@ -265,6 +305,7 @@ SUPPORTING_TARGETS = [
     rules.final_layernorm.output,
     rules.ffwd_endpoint.output,
     rules.block_contributions.output,
+    rules.approx_robustness.output,
     rules.vector_sums.output,
     rules.token_subspaces.output,
     expand(rules.criterion.output, mode=MODES),

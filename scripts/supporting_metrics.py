@@ -29,6 +29,7 @@ with job(snakemake) as j:
         contributions=per_mode(inp.contributions, CONTRIBUTIONS_SCHEMA),
         model={k: j.read_json(inp.config)[k] for k in ("vocab_size", "block_size", "n_embed", "n_layer")},
         fits={stage: rank_fit(t["singular"]) for stage, t in tokens.items()},
+        robustness=j.read_json(inp.robustness),
     )
     j.write_json(j.output.metrics, result)
     j.log.info("headline %s -> %s", result["headline"], j.output.metrics)

@@ -141,6 +141,31 @@ def test_criterion_draws_the_rates_the_chance_levels_and_the_paper():
     assert ax.get_ylim() == (0, 100)
 
 
+
+def test_robustness_bars_per_variant_the_default_in_red_and_the_paired_differences():
+    from matplotlib.colors import to_hex
+
+    from tinylens.supporting.plots import make_robustness
+
+    versus = {"mean_difference": 0.03, "standard_error": 0.01, "verdict": "worse"}
+    summary = {"default": "cosine_len10", "variants": {
+        "cosine_len10": {"similarity": "cosine", "length": 10, "mean_hellinger": 0.2, "standard_error": 0.01, "n": 50},
+        "euclidean_len10": {"similarity": "euclidean", "length": 10, "mean_hellinger": 0.23, "standard_error": 0.02,
+                            "n": 50, "versus_default": versus},
+        "cosine_len5": {"similarity": "cosine", "length": 5, "mean_hellinger": 0.19, "standard_error": 0.01, "n": 50,
+                        "versus_default": {"mean_difference": -0.01, "standard_error": 0.01, "verdict": "no different"}}}}
+    left, right = make_robustness(summary).axes
+    bars = left.patches
+    np.testing.assert_allclose([b.get_width() for b in bars], [0.2, 0.23, 0.19])
+    assert [to_hex(b.get_facecolor()) for b in bars] == [to_hex("C3"), to_hex("C0"), to_hex("C0")]
+    assert [t.get_text() for t in left.get_yticklabels()] == ["cosine, length 10", "euclidean, length 10",
+                                                              "cosine, length 5"]
+    assert [t.get_text() for t in right.get_yticklabels()] == ["euclidean, length 10", "cosine, length 5"]
+    np.testing.assert_allclose(np.asarray(right.containers[0][0].get_xdata(), dtype=float), [0.03, -0.01])
+    assert [t.get_text() for t in right.texts] == ["worse", "no different"]
+    assert "50 held-out prompts" in left.get_title()
+
+
 # --- superposition ------------------------------------------------------------------------------------
 
 def pentagon(n=5, scale=1.0):

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.workflow
 
 SEEDS = [1337, 1442, 88, 99999]
 FIGURES = ("ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion",
-           "attention_vs_ffwd")
+           "attention_vs_ffwd", "robustness")
 
 
 @pytest.fixture(scope="module")

@@ -234,3 +234,35 @@ def make_attention_vs_ffwd(tables: Mapping[str, Mapping[str, np.ndarray]]) -> Fi
     axes[0].legend(fontsize=7)
     axes[0].set_ylabel("over evaluation prompts (box: quartiles, whiskers 1.5 IQR)")
     return fig
+
+
+def make_robustness(summary: Mapping) -> Figure:
+    """Left: each variant's mean Hellinger (approximation vs model) on the evaluation prompts with +-2 standard
+    errors, the default highlighted; right: each variant's paired difference from the default, +-2 SE."""
+    variants = summary["variants"]
+    names = list(variants)
+    default = summary["default"]
+    labels = [f"{v['similarity']}, length {v['length']}" for v in variants.values()]
+    colors = ["C3" if n == default else "C0" for n in names]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4), layout="constrained")
+    y = np.arange(len(names))
+    means = [variants[n]["mean_hellinger"] for n in names]
+    ses = [variants[n]["standard_error"] or 0.0 for n in names]
+    left.barh(y, means, xerr=2 * np.asarray(ses), color=colors, capsize=4)
+    left.set(yticks=y, yticklabels=labels, xlabel="mean Hellinger, approximation vs model (+-2 SE)",
+             title=f"{variants[default]['n']} held-out prompts (red: the default)")
+    left.invert_yaxis()
+    others = [n for n in names if n != default]
+    diffs = [variants[n]["versus_default"]["mean_difference"] for n in others]
+    dses = [variants[n]["versus_default"]["standard_error"] for n in others]
+    yo = np.arange(len(others))
+    right.errorbar(diffs, yo, xerr=2 * np.asarray(dses), fmt="o", color="C0", capsize=4)
+    right.axvline(0.0, color="C3", lw=1.5)
+    for i, n in enumerate(others):
+        right.annotate(variants[n]["versus_default"]["verdict"], (diffs[i], i), textcoords="offset points",
+                       xytext=(0, 8), ha="center", fontsize=8)
+    right.set(yticks=yo, yticklabels=[labels[names.index(n)] for n in others], ylim=(len(others) - 0.5, -0.7),
+              xlabel="H(variant) - H(default), paired over prompts (+-2 SE)", title="difference from the default")
+    for ax in (left, right):
+        ax.grid(alpha=0.3, axis="x")
+    return fig

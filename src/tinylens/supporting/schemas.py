@@ -133,3 +133,12 @@ def load_subspace_tokens(path: str | Path) -> dict[str, np.ndarray]:
     except (OSError, KeyError, pa.ArrowInvalid):
         pass  # read_table says what is wrong with the file: missing, truncated, other columns
     return read_columns(path, tokens_schema(width))
+
+
+def robustness_schema(variant_names) -> Schema:
+    """Per evaluation prompt of the robustness comparison (method.md §7): its end position in the validation
+    text and each variant's Hellinger distance, approximation vs model (``hellinger_<variant>``)."""
+    return Schema("robustness of the approximation", {
+        "end": pa.int64(),  # exclusive end of the prompt's windows in the validation text
+        **{f"hellinger_{name}": pa.float64() for name in variant_names},
+    })

@@ -86,12 +86,14 @@ def split_by_mode(columns: Mapping[str, Sequence], modes: Sequence[str]) -> dict
 def family_metrics(ablation: Mapping[int, Mapping[str, np.ndarray]], scaling: Mapping[str, dict],
                    noise: Mapping[str, dict], endpoint: Mapping[str, dict], stages: Mapping[int, Mapping],
                    criterion: Mapping[str, Mapping], n_blocks: int, contributions: Mapping[str, dict],
-                   model: Mapping, fits: Mapping[int, np.ndarray] | None = None) -> dict:
+                   model: Mapping, fits: Mapping[int, np.ndarray] | None = None,
+                   robustness: Mapping | None = None) -> dict:
     """The family's metrics JSON: the headline and one section per analysis, the paper's numbers
     beside ours. ``ablation``: each seed's table; ``scaling``, ``noise``, ``endpoint``, ``contributions``:
     per mode (as :func:`split_by_mode` gives); ``stages``: :func:`summarize_stage` of each stage;
     ``criterion``: each mode's criterion JSON; ``model``: the model's vocab_size, block_size, n_embed
-    and n_layer (the feed-forward parameter share)."""
+    and n_layer (the feed-forward parameter share); ``robustness``: the robustness JSON
+    (:func:`tinylens.supporting.robustness.summarize`), kept as it is."""
     modes = list(scaling)
     sections = {
         "ablation": ablation_section(summarize_ablation(ablation), n_blocks),
@@ -102,6 +104,7 @@ def family_metrics(ablation: Mapping[int, Mapping[str, np.ndarray]], scaling: Ma
                                       for m in modes}},
         "ffwd_endpoint": {m: summarize_endpoint(endpoint[m]) for m in modes},
         "attention_vs_ffwd": contributions_section(contributions, n_blocks, model),
+        **({"robustness": dict(robustness)} if robustness is not None else {}),
     }
     return {"headline": headline(sections["ablation"], sections["criterion"], sections["token_subspaces"],
                                  {m: v["scaling"] for m, v in sections["final_layernorm"]["modes"].items()},
@@ -326,6 +329,10 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
                    f"closer in direction to the block's output in {closer} of {len(rows)} (share of prompts with its "
                    f"95% Wilson interval above one half); it holds {num(share, 4)}% of the parameters (the paper's "
                    f"model: 65.71%).")
+    if isinstance(doc, dict) and "robustness" in doc:  # metrics of earlier runs have no robustness section
+        from tinylens.supporting.robustness import findings_sentence
+
+        out.append(findings_sentence(get(doc, "robustness")))
     end = get(doc, "token_subspaces", "stages")
     last = end[max(end, key=int)] if end else {}
     if "tokens_converged" in last:
