@@ -12,6 +12,21 @@ sys.path.insert(0, str(REPO / "src"))
 os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Every in-process test runs torch on one thread: their tensors are tiny, and a second thread only adds
+    waiting (the toy models' training steps cost 14 times the CPU on two threads). A test that sets its own
+    thread count still can; the count is set again before the next test."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO

@@ -42,9 +42,6 @@ from tinylens.superposition.regimes import (
 )
 from tinylens.superposition.summary import summarize_nonuniform
 
-torch.set_num_threads(1)
-
-
 # --- feature dimensionality ------------------------------------------------------------------------
 
 
