@@ -1,7 +1,6 @@
 # Weight-only circuits (method.md §9): Q-, K-, V-composition between heads in the residual and
 # token bases, the symmetry test, composition over training. Target: `snakemake --cores all circuits`.
 CIRCUITS = config["circuits"]
-MODEL = SETTINGS["model"]
 
 
 rule composition_scores:
@@ -56,6 +55,7 @@ rule symmetry_test:
 
 rule circuits_summary:
     input:
+        **model_files(ORIGINAL, "config"),
         scores=expand(results("circuits/seed{seed}/scores.parquet"), seed=SEEDS),
         over_training=expand(results("circuits/seed{seed}/over_training.parquet"), seed=SEEDS),
         symmetry=rules.symmetry_test.output.summary,
@@ -64,9 +64,6 @@ rule circuits_summary:
     params:
         seeds=SEEDS,
         original=ORIGINAL,
-        n_layer=MODEL["n_layer"],
-        n_head=MODEL["n_head"],
-        d_model=MODEL["n_embed"],
         top_pairs=CIRCUITS["top_pairs"],
     resources:
         mem_mb=600,
@@ -84,8 +81,7 @@ rule circuits_summary:
 CIRCUITS_FIGURES = figures(
     "Composition",
     composition_heatmaps=dict(
-        input=dict(scores=results(f"circuits/seed{ORIGINAL}/scores.parquet")),
-        params=dict(n_layer=MODEL["n_layer"], n_head=MODEL["n_head"]),
+        input=dict(scores=results(f"circuits/seed{ORIGINAL}/scores.parquet"), **model_files(ORIGINAL, "config")),
     ),
     composition_symmetry=dict(
         input=dict(table=rules.symmetry_test.output.table, metrics=rules.circuits_summary.output.metrics)
@@ -103,8 +99,9 @@ CIRCUITS_FIGURES = figures(
         input=dict(
             scores=expand(results("circuits/seed{seed}/scores.parquet"), seed=SEEDS),
             metrics=rules.circuits_summary.output.metrics,
+            **model_files(ORIGINAL, "config"),
         ),
-        params=dict(original=ORIGINAL, n_layer=MODEL["n_layer"]),
+        params=dict(original=ORIGINAL),
     ),
 )
 

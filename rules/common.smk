@@ -70,18 +70,26 @@ def search_shards(mode=None):
 
 
 # --- figures: each family's table of figures; rules/figures.smk makes one rule per row ---
-#: figure name -> its row: category (of the report), input, params, mem_mb
+#: a figure rule's name -> its row (figure, category of the report, input, params, mem_mb, under)
 FIGURES = {}
 
 
-def figures(category, mem_mb=600, **table):
+def figures(category, mem_mb=600, under=results, prefix="", **table):
     """Add a family's figures, one row each: ``name=dict(input={...}, params={...}, mem_mb=...)`` (params and
-    mem_mb optional). Each row becomes the rule named ``plot_<name>``, which runs scripts/plot_<name>.py and
-    writes results/<preset>/figures/<name>.png, shown in the report's ``category`` with report/<name>.rst.
-    Returns the figure files, for the family's target."""
+    mem_mb optional). Each row becomes the rule named ``<prefix>plot_<name>``, which runs scripts/plot_<name>.py
+    and writes ``under("figures/<name>.png")`` (results/<preset>/figures/<name>.png), shown in the report's
+    ``category`` with report/<name>.rst. ``under`` and ``prefix`` draw the same figure again elsewhere (an
+    external model's: ``under=external, prefix="external_"``). Returns the figure files, for the family's target."""
     for name, row in table.items():
-        FIGURES[name] = {"category": category, "params": {}, "mem_mb": mem_mb, **row}
-    return [results(f"figures/{name}.png") for name in table]
+        FIGURES[f"{prefix}plot_{name}"] = {
+            "figure": name,
+            "category": category,
+            "params": {},
+            "mem_mb": mem_mb,
+            "under": under,
+            **row,
+        }
+    return [under(f"figures/{name}.png") for name in table]
 
 
 # --- resources: memory and time of the data-sized rules grow with their inputs (tinylens.resources) ---

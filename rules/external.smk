@@ -15,6 +15,7 @@ rule external_measure:
         checkpoints=external(f"dynamics/seed{EXTERNAL_SEED}/checkpoints.parquet"),
         heads=external(f"dynamics/seed{EXTERNAL_SEED}/heads.parquet"),
         over_training=external(f"circuits/seed{EXTERNAL_SEED}/over_training.parquet"),
+        scores=external(f"circuits/seed{EXTERNAL_SEED}/scores.parquet"),
     params:
         model=external_settings("model"),
         revision=external_settings("revision"),
@@ -71,7 +72,34 @@ rule external_dynamics_summary:
         "../scripts/dynamics_summary.py"
 
 
-# The figures of our seeds, drawn by the same scripts from the external model's tables: name -> (input, params).
+# The circuits family's summary on the external model's tables (the last checkpoint's scores, K-composition
+# over the checkpoints); no symmetry test (it reruns our own architecture): its keys say so.
+rule external_circuits_summary:
+    input:
+        scores=[rules.external_measure.output.scores],
+        over_training=[rules.external_measure.output.over_training],
+        config=rules.external_measure.output.config,
+    output:
+        metrics=external("metrics/circuits.json"),
+    params:
+        seeds=[EXTERNAL_SEED],
+        original=EXTERNAL_SEED,
+        top_pairs=lambda wc: EXTERNAL_MODELS[wc.name]["composition"]["top_pairs"],
+    resources:
+        mem_mb=600,
+        runtime=5,
+    log:
+        external("logs/external_circuits_summary.log"),
+    benchmark:
+        external("benchmarks/external_circuits_summary.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/circuits_summary.py"
+
+
+# The figures of our seeds, drawn by the same scripts from the external model's tables: rows of the figure
+# table (figures() in rules/common.smk; rules/figures.smk makes the rules external_plot_<figure>).
 EXTERNAL_TABLES = dict(
     checkpoints=[rules.external_measure.output.checkpoints],
     heads=[rules.external_measure.output.heads],
@@ -81,69 +109,50 @@ EXTERNAL_TABLES = dict(
 EXTERNAL_ONE = dict(
     EXTERNAL_TABLES, checkpoints=rules.external_measure.output.checkpoints, heads=rules.external_measure.output.heads
 )
-EXTERNAL_FIGURES = {
-    "dynamics_energy_kl": (EXTERNAL_TABLES, dict(seeds=[EXTERNAL_SEED])),
-    "dynamics_icl_score": (
-        EXTERNAL_TABLES,
-        dict(
+EXTERNAL_FIGURES = figures(
+    "External models",
+    mem_mb=1000,
+    under=external,
+    prefix="external_",
+    dynamics_energy_kl=dict(input=EXTERNAL_TABLES, params=dict(seeds=[EXTERNAL_SEED])),
+    dynamics_icl_score=dict(
+        input=EXTERNAL_TABLES,
+        params=dict(
             seeds=[EXTERNAL_SEED],
             original=EXTERNAL_SEED,
             icl_positions=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["measure"]["icl_positions"],
             icl_bands=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["measure"]["icl_bands"],
         ),
     ),
-    "dynamics_loss_by_position": (
-        EXTERNAL_ONE,
-        dict(
+    dynamics_loss_by_position=dict(
+        input=EXTERNAL_ONE,
+        params=dict(
             original=EXTERNAL_SEED,
             smooth_decades=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["phases"]["smooth_decades"],
         ),
     ),
-    "dynamics_head_scores": (EXTERNAL_ONE, dict(original=EXTERNAL_SEED)),
-    "dynamics_energy_depth": (EXTERNAL_TABLES, dict(seeds=[EXTERNAL_SEED], original=EXTERNAL_SEED)),
-    "composition_over_training": (
-        dict(
+    dynamics_head_scores=dict(input=EXTERNAL_ONE, params=dict(original=EXTERNAL_SEED)),
+    dynamics_energy_depth=dict(input=EXTERNAL_TABLES, params=dict(seeds=[EXTERNAL_SEED], original=EXTERNAL_SEED)),
+    composition_heatmaps=dict(
+        input=dict(scores=rules.external_measure.output.scores, config=rules.external_measure.output.config)
+    ),
+    composition_over_training=dict(
+        input=dict(
             tables=[rules.external_measure.output.over_training],
             dynamics=rules.external_dynamics_summary.output.summary,
         ),
-        dict(
+        params=dict(
             seeds=[EXTERNAL_SEED],
             original=EXTERNAL_SEED,
             top_pairs=lambda wc: EXTERNAL_MODELS[wc.name]["composition"]["top_pairs"],
         ),
     ),
-}
-
-for figure, (figure_input, figure_params) in EXTERNAL_FIGURES.items():
-
-    rule:
-        name:
-            f"external_plot_{figure}"
-        wildcard_constraints:
-            figure=figure,
-        input:
-            **figure_input,
-        output:
-            figure=report(
-                external("figures/{figure}.png"), caption=f"../report/{figure}.rst", category="External models"
-            ),
-        params:
-            **figure_params,
-        resources:
-            mem_mb=1000,
-            runtime=5,
-        log:
-            external("logs/plot_{figure}.log"),
-        benchmark:
-            external("benchmarks/plot_{figure}.tsv")
-        conda:
-            "../envs/tinylens.yaml"
-        script:
-            "../scripts/plot_{wildcards.figure}.py"
+)
 
 
 rule external_models:
     input:
-        expand(external("figures/{figure}.png"), name=EXTERNAL_NAMES, figure=list(EXTERNAL_FIGURES)),
+        expand(EXTERNAL_FIGURES, name=EXTERNAL_NAMES),
         expand(rules.external_dynamics_summary.output.summary, name=EXTERNAL_NAMES),
+        expand(rules.external_circuits_summary.output.metrics, name=EXTERNAL_NAMES),
         expand(rules.external_measure.output, name=EXTERNAL_NAMES),

@@ -28,26 +28,30 @@ CORE_FIGURES = figures(
 
 # The figure's name is a wildcard constrained to that one name: the script path is filled in when the job
 # runs (a loop variable would by then hold the last figure's name).
-for figure, row in FIGURES.items():
+for rule_name, row in FIGURES.items():
 
     rule:
         name:
-            f"plot_{figure}"
+            rule_name
         wildcard_constraints:
-            figure=figure,
+            figure=row["figure"],
         input:
             **row["input"],
         output:
-            figure=report(results("figures/{figure}.png"), caption=f"../report/{figure}.rst", category=row["category"]),
+            figure=report(
+                row["under"]("figures/{figure}.png"),
+                caption=f"../report/{row['figure']}.rst",
+                category=row["category"],
+            ),
         params:
             **row["params"],
         resources:
             mem_mb=row["mem_mb"],
             runtime=5,
         log:
-            results("logs/plot_{figure}.log"),
+            row["under"]("logs/plot_{figure}.log"),
         benchmark:
-            results("benchmarks/plot_{figure}.tsv")
+            row["under"]("benchmarks/plot_{figure}.tsv")
         conda:
             "../envs/tinylens.yaml"
         script:

@@ -19,4 +19,5 @@ with job(snakemake) as j:
     write_table(out.checkpoints, checkpoint_schema(cfg.n_layer, cfg.block_size), m["checkpoints"])
     write_table(out.heads, HEADS_SCHEMA, m["heads"])
     write_table(out.over_training, SCORES_SCHEMA, m["over_training"])
-    j.wrote(out.config, out.checkpoints, out.heads, out.over_training)
+    write_table(out.scores, SCORES_SCHEMA, m["scores"])
+    j.wrote(out.config, out.checkpoints, out.heads, out.over_training, out.scores)

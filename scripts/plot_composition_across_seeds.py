@@ -7,9 +7,10 @@ from tinylens.circuits.plots import make_composition_across_seeds
 from tinylens.circuits.schemas import SCORES_SCHEMA
 from tinylens.jobs import job
 from tinylens.tables import read_table
+from tinylens.weights import load_config
 
 with job(snakemake) as j:
     p = j.params
     scores = pl.concat([pl.from_arrow(read_table(path, SCORES_SCHEMA)) for path in j.input.scores])
     across = j.read_json(j.input.metrics)["across_seeds"]
-    j.save_figure(make_composition_across_seeds(scores, p.original, p.n_layer, across))
+    j.save_figure(make_composition_across_seeds(scores, p.original, load_config(j.input.config).n_layer, across))

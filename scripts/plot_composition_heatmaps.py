@@ -1,4 +1,5 @@
-"""Figure: composition score minus baseline of every head pair of the original model (rule plot_composition_heatmaps)."""
+"""Figure: composition score minus baseline of every head pair of the original model (rule plot_composition_heatmaps;
+external_plot_composition_heatmaps)."""
 
 import polars as pl
 
@@ -6,7 +7,9 @@ from tinylens.circuits.plots import make_composition_heatmaps
 from tinylens.circuits.schemas import SCORES_SCHEMA
 from tinylens.jobs import job
 from tinylens.tables import read_table
+from tinylens.weights import load_config
 
 with job(snakemake) as j:
+    cfg = load_config(j.input.config)
     scores = pl.from_arrow(read_table(j.input.scores, SCORES_SCHEMA))
-    j.save_figure(make_composition_heatmaps(scores, j.params.n_layer, j.params.n_head))
+    j.save_figure(make_composition_heatmaps(scores, cfg.n_layer, cfg.n_head))

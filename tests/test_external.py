@@ -17,8 +17,8 @@ from tinylens.external import (  # noqa: E402
     BridgeSubject,
     ExternalModelUnavailable,
     check_available,
-    circuit_weights,
     load_bridge,
+    measure_checkpoints,
     tokenize_text,
 )
 from tinylens.model import ModelConfig, Transformer  # noqa: E402
@@ -26,7 +26,7 @@ from tinylens.weights import save_model  # noqa: E402
 
 TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\nAll: Speak, speak.\n" * 8
 STEP = 7
-STEPS = (0, 2, 8, 32, 128)  # the built suites' checkpoints: the phase finder needs 3 or more after step 0
+STEPS = (0, 4, 16, 64)  # the built suites' checkpoints: the phase finder needs 3 or more after step 0
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def ours_and_imported(tmp_path_factory):
     save_model(tmp / "model", model)
     tokenizer.save(tmp / "model/tokenizer.json")
     export(tmp / "model", tmp / f"exported/step{STEP}")
-    return model, tokenizer, load_bridge(str(tmp / "exported"), STEP)
+    return model, tokenizer, load_bridge(str(tmp / "exported"), STEP), str(tmp / "exported")
 
 
 def settings():
@@ -54,7 +54,7 @@ def settings():
 
 
 def test_the_imported_model_measures_as_the_native_path(ours_and_imported):
-    model, tokenizer, bridge = ours_and_imported
+    model, tokenizer, bridge, _ = ours_and_imported
     ids = tokenize_text(bridge, TEXT)
     assert np.array_equal(ids, tokenizer.encode(TEXT))  # the model's own tokenizer: here ours, exported
     probes = make_probes(ids[:500], ids[500:], tokenizer.vocab_size, 16, settings())
@@ -70,15 +70,25 @@ def test_the_imported_model_measures_as_the_native_path(ours_and_imported):
         torch.testing.assert_close(value.double(), native_heads[name].double(), rtol=0, atol=1e-5, msg=name)
 
 
-def test_the_imported_model_has_the_native_composition_scores(ours_and_imported):
-    model, _, bridge = ours_and_imported
-    native = score_table(model, seed=0, step=STEP, samples=16, baseline_seed=3)
-    imported = score_table(circuit_weights(bridge), seed=0, step=STEP, samples=16, baseline_seed=3)
-    for key in ("layernorm", "basis", "kind", "layer_a", "head_a", "layer_b", "head_b"):
+def assert_same_scores(imported, native):
+    for key in ("seed", "step", "layernorm", "basis", "kind", "layer_a", "head_a", "layer_b", "head_b"):
         assert list(imported[key]) == list(native[key]), key
     for key in ("score", "baseline_mean", "baseline_std"):
         np.testing.assert_allclose(imported[key], native[key], rtol=0, atol=1e-5, err_msg=key)
     assert np.ptp(native["score"]) > 0.05  # scores that differ between pairs: the comparison can fail
+
+
+def test_the_imported_model_has_the_native_composition_scores(ours_and_imported):
+    """What rule external_measure writes (tinylens.external.measure_checkpoints: circuit_weights of the bridge)
+    for our exported model: the last checkpoint's table (Q/K/V, both bases, LayerNorm ignored and folded) and
+    K-composition over the checkpoints are the native scores, the tables our own circuits family writes."""
+    model, _, _, folder = ours_and_imported
+    m = measure_checkpoints(folder, [STEP], "step{step}", TEXT, 0.8, 16, 1, settings(), samples=16, baseline_seed=3,
+                            progress=False)
+    native = score_table(model, seed=0, step=STEP, samples=16, baseline_seed=3)
+    assert_same_scores(m["scores"], native)
+    k_ignored = (np.asarray(native["kind"]) == "K") & (np.asarray(native["layernorm"]) == "ignored")
+    assert_same_scores(m["over_training"], {k: np.asarray(v)[k_ignored] for k, v in native.items()})
 
 
 def test_a_missing_checkpoint_or_an_unreachable_hub_model_stops_with_what_to_do(tmp_path, monkeypatch):
@@ -117,14 +127,21 @@ def build_hf_checkpoints(folder, kind, tokenizer, steps=STEPS):
 
 @pytest.mark.workflow
 def test_gpt_neox_and_gpt2_checkpoints_run_through_the_rules(repo, tmp_path, corpus_path):
-    """Two local model suites through `snakemake external_models`: the tables, the metrics of our seeds and
-    every figure; and a hub model that is not available here stops the plan, naming it."""
+    """Two local model suites through the rules: the GPT-NeoX-style one through `snakemake external_models`
+    (tables, the metrics of our seeds' dynamics and circuits families, every figure), the GPT-2-style one to its
+    tables (the summaries and figures read the same tables whatever the architecture); and a hub model that is
+    not available here stops the plan, naming it."""
     import json
     import subprocess
     import sys
 
+    import polars as pl
     import yaml
 
+    from tinylens.circuits.composition import KINDS
+    from tinylens.circuits.schemas import SCORES_SCHEMA
+    from tinylens.circuits.summary import SYMMETRY_NOT_RUN
+    from tinylens.circuits.training import VARIANTS, variant_name
     from tinylens.dynamics.schemas import HEADS_SCHEMA
     from tinylens.tables import read_table
 
@@ -143,23 +160,47 @@ def test_gpt_neox_and_gpt2_checkpoints_run_through_the_rules(repo, tmp_path, cor
                 unigram_direction={"restarts": 1, "steps": 5})),
             composition={"baseline_samples": 8, "baseline_seed": 0, "top_pairs": 2})
     extra = tmp_path / "external.yaml"
-    extra.write_text(yaml.safe_dump({"external": list(models), "external_models": models}))
+    extra.write_text(yaml.safe_dump({"external": ["tiny-neox"], "external_models": models}))
+    run = tmp_path / "run/results/test/external"
     cmd = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "-d", str(tmp_path / "run"),
-           "--cores", "2", "external_models", "--configfile", str(extra),
-           "--config", "preset=test", f"corpus_url={corpus_path}"]
+           "--cores", "2", "external_models", "results/test/external/tiny-gpt2/model/config.json",  # its tables
+           "--configfile", str(extra), "--config", "preset=test", f"corpus_url={corpus_path}"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    scores = {}
     for name in models:
-        out = tmp_path / "run/results/test/external" / name
-        summary = json.loads((out / "metrics/dynamics.json").read_text())
-        assert summary["seeds"]["0"]["checkpoints"] == len(STEPS) and summary["original_seed"] == 0
+        out = run / name
         heads = read_table(out / "dynamics/seed0/heads.parquet", HEADS_SCHEMA)
         assert heads.num_rows == len(STEPS) * 2 * 2 and sorted(set(heads["step"].to_pylist())) == list(STEPS)
-        assert sorted(p.name for p in (out / "figures").glob("*.png")) == sorted(
-            f"{f}.png" for f in ("dynamics_energy_kl", "dynamics_icl_score", "dynamics_loss_by_position",
-                                 "dynamics_head_scores", "dynamics_energy_depth", "composition_over_training"))
-    offline = subprocess.run([*cmd[:-3], "--config", "preset=test", f"corpus_url={corpus_path}",
-                              "external=[pythia-70m]", "-n"], capture_output=True, text=True,
+        over = read_table(out / "circuits/seed0/over_training.parquet", SCORES_SCHEMA)
+        assert sorted(set(over["step"].to_pylist())) == list(STEPS)
+        # the circuits family's table of the last checkpoint: every pair, Q/K/V, both bases, LayerNorm ignored/folded
+        scores[name] = pl.from_arrow(read_table(out / "circuits/seed0/scores.parquet", SCORES_SCHEMA))
+        assert scores[name].height == len(VARIANTS) * len(KINDS) * 2 * 2 and set(scores[name]["step"]) == {STEPS[-1]}
+    out = run / "tiny-neox"
+    summary = json.loads((out / "metrics/dynamics.json").read_text())
+    assert summary["seeds"]["0"]["checkpoints"] == len(STEPS) and summary["original_seed"] == 0
+    # the circuits family's metrics: the keys of our own models'
+    circuits = json.loads((out / "metrics/circuits.json").read_text())
+    assert set(circuits) == {"source", "original_seed", "shape", "top_pairs", "baselines", "across_seeds",
+                             "symmetry", "symmetry_result", "over_training"}
+    assert circuits["shape"] == {"d_model": 16, "n_layer": 2, "n_head": 2, "pairs": 4,
+                                 "gaussian_1_over_sqrt_d_model": 0.25}
+    for key in ("top_pairs", "baselines", "across_seeds"):
+        assert {v: sorted(k) for v, k in circuits[key].items()} == {
+            variant_name(*v): sorted(KINDS) for v in VARIANTS}, key
+    best = scores["tiny-neox"].filter((pl.col("basis") == "token") & (pl.col("layernorm") == "folded")
+                                      & (pl.col("kind") == "V"))
+    assert circuits["top_pairs"]["token/folded"]["V"][0]["score"] == pytest.approx(
+        best.sort(pl.col("score") - pl.col("baseline_mean"), descending=True)["score"][0], abs=1e-12)
+    assert circuits["symmetry"] == {} and circuits["symmetry_result"] == {"not_run": SYMMETRY_NOT_RUN}
+    assert set(circuits["over_training"]["0"]) == {"residual/ignored", "token/ignored"}
+    assert sorted(p.name for p in (run / "tiny-neox/figures").glob("*.png")) == sorted(
+        f"{f}.png" for f in ("dynamics_energy_kl", "dynamics_icl_score", "dynamics_loss_by_position",
+                             "dynamics_head_scores", "dynamics_energy_depth", "composition_heatmaps",
+                             "composition_over_training"))
+    offline = subprocess.run([*cmd[:cmd.index("external_models") + 1], *cmd[-5:], "external=[pythia-70m]", "-n"],
+                             capture_output=True, text=True,
                              env={**__import__("os").environ, "HF_HUB_OFFLINE": "1",
                                   "HF_HOME": str(tmp_path / "empty-cache")})
     said = offline.stdout + offline.stderr

@@ -154,10 +154,11 @@ def measure_checkpoints(source: str, steps: Sequence[int], revision: str, text: 
     """Every checkpoint of ``source`` measured as our seeds are: the token ids (the first checkpoint's tokenizer;
     its first ``train_fraction`` trains), then per checkpoint the training-dynamics row and head scores
     (:func:`tinylens.dynamics.measure.measure_checkpoint`) and K-composition in both bases
-    (:func:`tinylens.circuits.composition.score_table`, LayerNorm ignored, as over our training).
+    (:func:`tinylens.circuits.composition.score_table`, LayerNorm ignored, as over our training); at the last
+    checkpoint every pair's Q/K/V scores in both bases, LayerNorm ignored and folded (our final model's table).
 
     Returns ``config`` (a ModelConfig), ``checkpoints``/``heads`` (columns of the dynamics schemas),
-    ``over_training`` (columns of the composition schema); the model is ``EXTERNAL_SEED`` in them."""
+    ``over_training`` and ``scores`` (columns of the composition schema); the model is ``EXTERNAL_SEED`` in them."""
     import sys
 
     from tqdm.auto import tqdm
@@ -185,10 +186,13 @@ def measure_checkpoints(source: str, steps: Sequence[int], revision: str, text: 
         heads["head"] += [h for _ in range(n_layer) for h in range(n_head)]
         for name in HEAD_SCORES:
             heads[name] += scores[name].reshape(-1).tolist()
-        parts.append(score_table(circuit_weights(bridge), EXTERNAL_SEED, step, samples, baseline_seed,
-                                 kinds=("K",), layernorms=("ignored",)))
+        weights = circuit_weights(bridge)
+        parts.append(score_table(weights, EXTERNAL_SEED, step, samples, baseline_seed, kinds=("K",),
+                                 layernorms=("ignored",)))
+        if step == steps[-1]:
+            final = score_table(weights, EXTERNAL_SEED, step, samples, baseline_seed)
     checkpoints = {name: ([r[name] for r in rows] if name in ("step", "tokens_seen") else np.asarray([r[name] for r in rows]))
                    for name in rows[0]}
     over = {k: (np.concatenate([p[k] for p in parts]) if isinstance(parts[0][k], np.ndarray)
                 else [v for p in parts for v in p[k]]) for k in parts[0]}
-    return {"config": config, "checkpoints": checkpoints, "heads": heads, "over_training": over}
+    return {"config": config, "checkpoints": checkpoints, "heads": heads, "over_training": over, "scores": final}

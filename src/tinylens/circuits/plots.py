@@ -57,7 +57,9 @@ def make_composition_heatmaps(scores: pl.DataFrame, n_layer: int, n_head: int) -
                 ax.set_xlabel("later head B (layer.head)", fontsize=7)
             if j == 0:
                 ax.set_ylabel("earlier head A (layer.head)", fontsize=7)
-    fig.suptitle("Composition score minus the random-head baseline (original model)", fontsize=10)
+    steps = sorted(set(scores["step"].to_list()))
+    fig.suptitle(f"Composition score minus the random-head baseline (original model, step {', '.join(map(str, steps))})",
+                 fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -57,10 +57,18 @@ def symmetry_digest(summary: dict[str, dict]) -> dict[str, dict]:
     return out
 
 
-def summarize(final: pl.DataFrame, over_training: dict[int, pl.DataFrame], symmetry: dict[str, dict],
+#: What ``symmetry_result`` says of a model the symmetry test does not run on (an external model: the test
+#: transforms and reruns our own architecture's modules).
+SYMMETRY_NOT_RUN = "the symmetry test runs on our own models only (it transforms and reruns their modules)"
+
+
+def summarize(final: pl.DataFrame, over_training: dict[int, pl.DataFrame], symmetry: dict[str, dict] | None,
               original: int, n_layer: int, n_head: int, d_model: int, n: int) -> dict:
     """metrics/circuits.json: top pairs of the original model with baselines, baselines, agreement
-    across seeds, the symmetry test, and when the strongest K-composition pairs form."""
+    across seeds, the symmetry test, and when the strongest K-composition pairs form.
+
+    ``symmetry`` None (an external model): the same keys, ``symmetry`` empty and ``symmetry_result`` saying
+    the test was not run (:data:`SYMMETRY_NOT_RUN`)."""
     orig = final.filter(pl.col("seed") == original)
     baselines = {}
     for basis, layernorm in VARIANTS:
@@ -69,7 +77,7 @@ def summarize(final: pl.DataFrame, over_training: dict[int, pl.DataFrame], symme
             k: {"mean": float(s["baseline_mean"].mean()), "std": float(s["baseline_std"].mean()),
                 "mean_score_all_pairs": float(s["score"].mean())}
             for k in KINDS if (s := sel.filter(pl.col("kind") == k)).height}
-    digest = symmetry_digest(symmetry)
+    digest = symmetry_digest(symmetry or {})
     survivors = [t for t, e in digest.items() if e["real_model_survives"]]
     up_to_eps = [t for t, e in digest.items() if e["real_model_survives_without_eps"] and t not in survivors]
     return {
@@ -82,7 +90,7 @@ def summarize(final: pl.DataFrame, over_training: dict[int, pl.DataFrame], symme
         "baselines": baselines,
         "across_seeds": across_seeds(final, original, n_layer, n),
         "symmetry": digest,
-        "symmetry_result": {
+        "symmetry_result": {"not_run": SYMMETRY_NOT_RUN} if symmetry is None else {
             "real_model_survives_with_layernorm": survivors,
             "real_model_survives_up_to_layernorm_eps": up_to_eps,
             "real_model_changes_with_layernorm": [t for t in digest if t not in survivors + up_to_eps],
