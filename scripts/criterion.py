@@ -40,8 +40,7 @@ with job(snakemake) as j:
     settings = crit.CriterionSettings(**p.settings)
     rows, blocks = crit.criterion_by_block(alone, ffwd, directions, prompt_ids, vocab, k, settings, converged)
     j.log.info("per block (0-based) and subspace variant: %s", blocks)
-    end = max(directions)  # the input of ln_f: the paper's lists use the end-of-model subspaces
-    aligned = crit.aligned_for_prompts(settings.aligned_prompts, prompt_ids, np.asarray(prompts["string"])[on_eval],
-                                       ffwd, directions[end], vocab, settings.aligned_top, converged[end])
+    aligned = crit.aligned_end_of_model(settings, prompt_ids, np.asarray(prompts["string"])[on_eval], ffwd, directions,
+                                        vocab, converged)
     write_table(out.table, criterion_schema(), crit.criterion_columns(rows, p.mode))
     j.write_json(out.summary, {**crit.criterion_summary(p.mode, k, cfg.vocab_size, settings, blocks), "aligned": aligned})

@@ -24,7 +24,7 @@ with job(snakemake) as j:
                    tokenizer.vocab_size, p.steps, p.lr)
         result = analyse_stage(model, stage, tokenizer.vocab, pairs, p.samples, lr=p.lr, weight_decay=p.weight_decay,
                                target_nll=p.target_nll, max_steps=p.steps, seed=p.seed,
-                               plateau_window=p.plateau["window"], plateau_tolerance=p.plateau["tolerance"],
+                               plateau_window=p.plateau["window"], plateau_min_drop=p.plateau["min_drop"],
                                device=j.device, progress=True)
         save_subspaces(out.vectors[i], stage, tokenizer.vocab, result.tensors)
         write_table(out.tokens[i], tokens_schema(result.columns["singular"].shape[1]), result.columns)

@@ -157,3 +157,30 @@ def test_superposition_findings_state_the_jump_rule_and_the_correlated_claims(tm
            "moves within it)." in text
     assert ("correlated features orthogonal within their group (holds); anti-correlated features antipodal "
             "(does not hold); denser correlated features collapsed onto their principal component (holds, d)") in text
+
+
+def _supporting(criterion_rows: list[dict]) -> dict:
+    """The least of metrics/supporting.json the family's sentences read."""
+    return {"ablation": {"comparison": {"paper": [{"block": 0, "one_token_drop_ffwd": 0.5, "one_token_drop_sa": 0.1}]}},
+            "criterion": {"comparison": {"paper": criterion_rows}},
+            "token_subspaces": {"a_at_ln_f_input": {"sigma_ratio": None},
+                                "stages": {"6": {"tokens": 65, "tokens_converged": 61, "tokens_reached": 0}}},
+            "ffwd_endpoint": {}}
+
+
+def test_the_criterion_sentence_states_its_prompts_and_its_null():
+    """The criterion is stated at the last block that has rates, over the prompts it used, and placed against its
+    permutation null by the data; with no block rated (every prompt left out) there is no criterion sentence."""
+    from tinylens.supporting.summary import findings as supporting_findings
+
+    rated = {"block": 4, "end_of_model_abs": 70.0, "end_of_model_permutation_null_abs": 40.0,
+             "end_of_model_permutation_null_abs_std": 3.0, "end_of_model_used": 480,
+             "end_of_model_excluded_unconverged": 20}
+    text = " ".join(supporting_findings({"supporting": _supporting([{"block": 5}, rated])}))
+    assert ("The criterion (every top token within the first half by |cos|) holds for 70% of the 480 prompts at "
+            "block 4 with end-of-model subspaces (20 left out for a top token whose subspace did not converge), "
+            "above its permutation null (40% +- 3).") in text
+    within = " ".join(supporting_findings({"supporting": _supporting([{**rated, "end_of_model_abs": 44.0}])}))
+    assert "within two standard deviations of its permutation null" in within
+    assert "The criterion" not in " ".join(supporting_findings({"supporting": _supporting([{"block": 5}])}))
+    assert "At the input of ln_f, 61 of 65 token subspaces converged" in text

@@ -195,3 +195,11 @@ def test_aligned_subspaces_list_the_tokens_by_absolute_cosine():
     assert [e["converged"] for e in block1] == [False, True] and [e["rank"] for e in block1] == [1, 2]
     assert [e["token"] for e in got["33"]["blocks"][1]] == ["d", "c"]
     assert aligned_for_prompts([99], np.array([1]), ["x"], ffwd, directions, "abcd", top=2) == {}
+    # the rule's lists use the last learned stage (the input of ln_f) and its convergence flags
+    from tinylens.supporting.criterion import CriterionSettings, aligned_end_of_model
+
+    settings = CriterionSettings(0.99, 0.9, 1, 0, aligned_prompts=(33,), aligned_top=2)
+    flags = np.array([True, False, True, True])
+    end = aligned_end_of_model(settings, np.array([33, 8]), ["first", "second"], ffwd,
+                               {3: np.eye(4)[::-1], 4: directions}, "abcd", {3: ~flags, 4: flags})
+    assert end == {"33": got["33"]}

@@ -53,14 +53,31 @@ def test_a_token_whose_loss_stops_falling_stops_on_the_plateau_rule(model):
     """lr 0 never moves the vectors: the joint NLL is flat, so every token stops at the first step the
     window allows, converged though short of the target; with the rule off they run the whole budget."""
     kwargs = dict(samples=3, lr=0.0, weight_decay=0.0, target_nll=1e-9, max_steps=30, seed=0)
-    flat = learn_token_vectors(model, 2, [0, 1], plateau_window=5, plateau_tolerance=0.01, **kwargs)
+    flat = learn_token_vectors(model, 2, [0, 1], plateau_window=5, plateau_min_drop=1e-3, **kwargs)
     assert flat.plateau_step.tolist() == [5, 5] and flat.stopped_step.tolist() == [-1, -1]
     off = learn_token_vectors(model, 2, [0, 1], **kwargs)
     assert off.plateau_step.tolist() == [-1, -1]
     # learning that still improves by more than the tolerance over the window is not stopped by it
     moving = learn_token_vectors(model, 2, [0, 1], samples=3, lr=0.1, weight_decay=0.0, target_nll=1e-9,
-                                 max_steps=10, seed=0, plateau_window=3, plateau_tolerance=1e-6)
+                                 max_steps=10, seed=0, plateau_window=3, plateau_min_drop=1e-6)
     assert moving.plateau_step.tolist() == [-1, -1]
+
+
+def test_the_plateau_rule_is_a_drop_in_nats_not_a_share_of_the_nll(model):
+    """A token stops at the first step whose joint NLL lies less than min_drop nats below its value a
+    window before (read off the same learning with the rule off), also where that drop is a large share
+    of a small NLL: a relative tolerance would keep an NLL heading for 0 learning for ever."""
+    kwargs = dict(samples=3, lr=0.01, weight_decay=0.0, target_nll=1e-12, max_steps=60, seed=0)
+    free = learn_token_vectors(model, 2, [0, 1, 2], **kwargs).history
+    window, min_drop = 5, 1e-3
+    ruled = learn_token_vectors(model, 2, [0, 1, 2], plateau_window=window, plateau_min_drop=min_drop, **kwargs)
+    drop = free[:, :-window] - free[:, window:]  # [token step - window]: the drop at step s + window
+    for t in range(3):
+        first = np.flatnonzero(drop[t] < min_drop)
+        assert ruled.plateau_step[t] == (first[0] + window if len(first) else -1), (t, ruled.plateau_step)
+    stopped = ruled.plateau_step[0]
+    assert stopped > 0 and drop[0, stopped - window] / free[0, stopped - window] > 0.01
+    assert np.isnan(ruled.history[0, stopped + 1 :]).all() and not np.isnan(ruled.history[0, : stopped + 1]).any()
 
 
 def test_learning_tokens_in_one_batch_is_learning_each_alone(model):

@@ -239,6 +239,17 @@ def aligned_for_prompts(wanted: Sequence[int], prompt_ids: np.ndarray, strings: 
     return out
 
 
+def aligned_end_of_model(settings: CriterionSettings, prompt_ids: np.ndarray, strings: Sequence[str],
+                         ffwd: Sequence[np.ndarray], directions: dict[int, np.ndarray], vocab: Sequence[str],
+                         converged: dict[int, np.ndarray]) -> dict[str, dict]:
+    """:func:`aligned_for_prompts` of ``settings.aligned_prompts`` with the end-of-model subspaces (the last
+    learned stage, the input of ln_f, as the paper's lists use); directions, converged: stage -> as in
+    :func:`criterion_by_block`."""
+    end = max(directions)
+    return aligned_for_prompts(settings.aligned_prompts, prompt_ids, strings, ffwd, directions[end], vocab,
+                               settings.aligned_top, converged[end])
+
+
 def criterion_by_block(alone: np.ndarray, ffwd: list[np.ndarray], directions: dict[int, np.ndarray],
                        prompt_ids: np.ndarray, vocab: Sequence[str], k: int, settings: CriterionSettings,
                        converged: dict[int, np.ndarray] | None = None) -> tuple[dict[str, list], dict[str, dict]]:

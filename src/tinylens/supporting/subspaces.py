@@ -6,7 +6,8 @@ one-position sequence directly as the residual stream at ``s`` (no position
 embedding) through the rest of the model in eval mode, so that the model
 predicts ``t``. Init ``N(0, 1)``; AdamW; stop when the mean negative
 log-likelihood of ``t`` over the ``K`` samples (one joint test) is below the
-target, or after the step budget.
+target, when it fell by less than ``min_drop`` nats over the last ``window``
+steps (the plateau rule), or after the step budget.
 
 Every token of a stage is learned in one batch. The loss is the sum over
 tokens of each token's mean NLL, so each vector gets exactly the gradient of
@@ -47,6 +48,7 @@ class Learned:
     joint_nll: np.ndarray  # [token] mean NLL of the token over its K samples, at the end
     sample_nll: np.ndarray  # [token K] each sample's NLL, at the end
     steps: int  # the step budget
+    history: np.ndarray  # [token step] joint NLL before each step (step 0: the initial vectors); NaN once stopped
 
 
 def _token_logits(model: Transformer, start: int, vectors: Tensor) -> Tensor:
@@ -56,15 +58,17 @@ def _token_logits(model: Transformer, start: int, vectors: Tensor) -> Tensor:
 
 def learn_token_vectors(model: Transformer, start: int, tokens: Sequence[int], samples: int, *, lr: float,
                         weight_decay: float, target_nll: float, max_steps: int, seed: int = 0,
-                        plateau_window: int = 0, plateau_tolerance: float = 0.0,
+                        plateau_window: int = 0, plateau_min_drop: float = 0.0,
                         init: Tensor | None = None, progress: bool = False) -> Learned:
     """Learn ``samples`` vectors per token at stage ``start`` (see the module docstring).
 
     The joint test is made before every step (step 0 tests the initial vectors); a token
     that has not passed it after ``max_steps`` steps keeps its last vectors. The plateau rule
     (``plateau_window > 0``): a token also stops, converged though short of the target, when its
-    joint NLL fell by less than ``plateau_tolerance`` of its value ``plateau_window`` steps before
-    (the target may lie beyond what the final LayerNorm lets one vector reach). ``init``
+    joint NLL fell by less than ``plateau_min_drop`` nats since ``plateau_window`` steps before
+    (the target may lie beyond what the final LayerNorm lets one vector reach). The drop is in nats,
+    not relative to the NLL: an NLL heading for 0 about as 1/step falls by about window / step of its
+    value over a window, which a 1% tolerance passes only after 100 windows. ``init``
     ``[token K d_model]`` replaces the ``N(0, 1)`` draw from ``seed``.
     """
     model.eval()
@@ -100,7 +104,7 @@ def learn_token_vectors(model: Transformer, start: int, tokens: Sequence[int], s
             flat = np.zeros(len(active), dtype=bool)
             if plateau_window > 0 and step >= plateau_window:
                 before = history[active, step - plateau_window]
-                flat = ~passed & (before - joint_now < plateau_tolerance * before)
+                flat = ~passed & (before - joint_now < plateau_min_drop)
             done = passed | flat | (step == max_steps)  # at the end of the budget every token stops
             if done.any():
                 done_t = torch.from_numpy(done).to(device)
@@ -127,7 +131,7 @@ def learn_token_vectors(model: Transformer, start: int, tokens: Sequence[int], s
         nll = F.cross_entropy(_token_logits(model, start, flat), targets_all.repeat_interleave(samples),
                               reduction="none").view(n_tok, samples).double().cpu().numpy()
     return Learned(samples=result.cpu(), stopped_step=stopped, plateau_step=plateau, joint_nll=nll.mean(1),
-                   sample_nll=nll, steps=max_steps)
+                   sample_nll=nll, steps=max_steps, history=history)
 
 
 def _compact(param: torch.nn.Parameter, optimiser: torch.optim.AdamW, keep: np.ndarray, samples: int, lr: float,
@@ -233,14 +237,14 @@ class StageAnalysis:
 
 def analyse_stage(model: Transformer, stage: int, vocab: str, pairs: Sequence[tuple[int, int]], samples: int, *,
                   lr: float, weight_decay: float, target_nll: float, max_steps: int, seed: int,
-                  plateau_window: int = 0, plateau_tolerance: float = 0.0,
+                  plateau_window: int = 0, plateau_min_drop: float = 0.0,
                   device: torch.device | str = "cpu", progress: bool = False) -> StageAnalysis:
     """Learn ``samples`` vectors for every token of ``vocab`` at ``stage`` (on ``device``), their
     subspaces, each token's probability from its direction alone, and the pairs' mixtures (on the CPU)."""
     tokens = list(range(len(vocab)))
     learned = learn_token_vectors(model.to(device), stage, tokens, samples, lr=lr, weight_decay=weight_decay,
                                   target_nll=target_nll, max_steps=max_steps, seed=seed,
-                                  plateau_window=plateau_window, plateau_tolerance=plateau_tolerance, progress=progress)
+                                  plateau_window=plateau_window, plateau_min_drop=plateau_min_drop, progress=progress)
     model = model.cpu()
     learned_samples = learned.samples.cpu()
     sub = token_subspaces(learned_samples)

@@ -306,8 +306,10 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
         rate, null = get(last, "end_of_model_abs"), get(last, "end_of_model_permutation_null_abs")
         sd = get(last, "end_of_model_permutation_null_abs_std")
         relation = "above" if rate > null + 2 * sd else "below" if rate < null - 2 * sd else "within two standard deviations of"
+        used, left_out = get(last, "end_of_model_used"), get(last, "end_of_model_excluded_unconverged")
         out.append(f"The criterion (every top token within the first half by |cos|) holds for {num(rate, 3)}% of the "
-                   f"prompts at block {get(last, 'block')} with end-of-model subspaces, {relation} its permutation "
+                   f"{num(used)} prompts at block {get(last, 'block')} with end-of-model subspaces ({num(left_out)} "
+                   f"left out for a top token whose subspace did not converge), {relation} its permutation "
                    f"null ({num(null, 3)}% +- {num(sd, 2)}).")
     ratio = get(doc, "token_subspaces", "a_at_ln_f_input", "sigma_ratio")
     if ratio is not None:
@@ -336,7 +338,7 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
     end = get(doc, "token_subspaces", "stages")
     last = end[max(end, key=int)] if end else {}
     if "tokens_converged" in last:
-            out.append(f"At the input of ln_f, {get(last, 'tokens_converged')} of {get(last, 'tokens')} token subspaces "
+        out.append(f"At the input of ln_f, {get(last, 'tokens_converged')} of {get(last, 'tokens')} token subspaces "
                    f"converged ({get(last, 'tokens_reached')} reached the target NLL, the rest stopped on the plateau "
                    f"rule); prompts whose top tokens did not converge are left out of the criterion.")
     return out
