@@ -70,37 +70,17 @@ def test_preset(config):
     return config["presets"]["test"]
 
 
-#: The second, identical run of the `test` preset (tests/test_reproducible.py), started beside the first.
-_SECOND_RUN = {}
-
-
 @pytest.fixture(scope="session")
-def finished_run(request, repo, tmp_path_factory, test_config):
-    """The whole `test` preset, run once for this session (shared by the workflow and DVC tests).
-
-    When a collected test asks for :func:`second_run`, that run starts at the same time, in its own
-    directory: one run alone leaves a core idle in its serial stretches, two side by side fill it."""
+def finished_run(repo, tmp_path_factory, test_config):
+    """The whole `test` preset, run once for this session (shared by the workflow and DVC tests)."""
     workdir = tmp_path_factory.mktemp("workflow")
-    if any("second_run" in getattr(item, "fixturenames", ()) for item in request.session.items):
-        second = tmp_path_factory.mktemp("second_run")
-        _SECOND_RUN["dir"] = second
-        _SECOND_RUN["log"] = log = second / "snakemake-output.txt"  # a file: a pipe nobody reads would fill and block
-        with open(log, "w") as out:
-            _SECOND_RUN["proc"] = subprocess.Popen(snakemake_cmd(repo, second, config=test_config), stdout=out,
-                                                   stderr=subprocess.STDOUT)
     run_snakemake(repo, workdir, config=test_config)
     return workdir / "results/test"
 
 
 @pytest.fixture(scope="session")
-def second_run(finished_run, repo, tmp_path_factory, test_config):
+def second_run(repo, tmp_path_factory, test_config):
     """A second run of the whole `test` preset in a directory of its own (identical bytes expected)."""
-    if "proc" not in _SECOND_RUN:  # finished_run was made before any test asked for this one
-        second = tmp_path_factory.mktemp("second_run")
-        run_snakemake(repo, second, config=test_config)
-        return second / "results/test"
-    proc = _SECOND_RUN["proc"]
-    if proc.wait() != 0:
-        out = _SECOND_RUN["log"].read_text(encoding="utf-8", errors="replace")
-        pytest.fail(f"the second run failed ({proc.returncode}):\n{out[-6000:]}")
-    return _SECOND_RUN["dir"] / "results/test"
+    workdir = tmp_path_factory.mktemp("second_run")
+    run_snakemake(repo, workdir, config=test_config)
+    return workdir / "results/test"
