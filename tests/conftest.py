@@ -1,5 +1,4 @@
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -38,14 +37,10 @@ def config() -> dict:
     return yaml.safe_load((REPO / "config/config.yaml").read_text())
 
 
-def _corpus_path() -> Path:
-    return Path(os.environ.get("TINYLENS_CORPUS", REPO.parent / "shared/data/tinyshakespeare/input.txt"))
-
-
 @pytest.fixture(scope="session")
 def corpus_path() -> Path:
     """The verified offline corpus copy beside the repository (or $TINYLENS_CORPUS)."""
-    path = _corpus_path()
+    path = Path(os.environ.get("TINYLENS_CORPUS", REPO.parent / "shared/data/tinyshakespeare/input.txt"))
     if not path.is_file():
         pytest.skip(f"corpus copy not found at {path}; set TINYLENS_CORPUS to a local TinyShakespeare input.txt "
                     "to run the tests that need it")
@@ -75,68 +70,17 @@ def test_preset(config):
     return config["presets"]["test"]
 
 
-class BackgroundRun:
-    """A whole `test` preset run that starts as soon as the tests are collected and goes on beside them.
-
-    Most tests run on one thread, and the SLURM test mostly waits for its cluster: a run started at nice 10
-    takes the CPU they leave idle instead of running alone afterwards, and never slows them much."""
-
-    def __init__(self, workdir: Path, corpus: Path):
-        self.workdir = workdir
-        self.log = workdir.parent / f"{workdir.name}.log"
-        with open(self.log, "w") as log:
-            self.proc = subprocess.Popen(
-                snakemake_cmd(REPO, workdir, config=["preset=test", f"corpus_url={corpus.resolve()}"]),
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=lambda: os.nice(10))
-
-    def results(self) -> Path:
-        if self.proc.wait() != 0:
-            pytest.fail(f"snakemake failed ({self.proc.returncode}); its output, {self.log}, ends:\n"
-                        f"{self.log.read_text()[-6000:]}")
-        return self.workdir / "results/test"
-
-    def stop(self):
-        if self.proc.poll() is None:  # interrupted session: Snakemake removes what its jobs left unfinished
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait()
-
-
-#: The session's two runs of the whole `test` preset, by the fixture that returns each.
-RUN_FIXTURES = ("finished_run", "second_run")
-_background_runs: dict[str, BackgroundRun] = {}
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """Tests that read a run of the preset go last (stable order otherwise); the runs they need start now."""
-    def reads_a_run(item):
-        return any(name in getattr(item, "fixturenames", ()) for name in RUN_FIXTURES)
-
-    items.sort(key=reads_a_run)
-    needed = {name for item in items for name in RUN_FIXTURES if name in getattr(item, "fixturenames", ())}
-    if config.option.collectonly or not _corpus_path().is_file():
-        return  # without the corpus the fixtures skip their tests
-    for name in needed:
-        _background_runs[name] = BackgroundRun(config._tmp_path_factory.mktemp(name), _corpus_path())
-
-
-def pytest_sessionfinish(session, exitstatus):
-    for run in _background_runs.values():
-        run.stop()
-
-
-def _run(name: str, request) -> Path:
-    if name not in _background_runs:  # asked for only through request.getfixturevalue: start it now
-        _background_runs[name] = BackgroundRun(request.config._tmp_path_factory.mktemp(name), _corpus_path())
-    return _background_runs[name].results()
-
-
 @pytest.fixture(scope="session")
-def finished_run(corpus_path, request):
+def finished_run(repo, tmp_path_factory, test_config):
     """The whole `test` preset, run once for this session (shared by the workflow and DVC tests)."""
-    return _run("finished_run", request)
+    workdir = tmp_path_factory.mktemp("workflow")
+    run_snakemake(repo, workdir, config=test_config)
+    return workdir / "results/test"
 
 
 @pytest.fixture(scope="session")
-def second_run(corpus_path, request):
+def second_run(repo, tmp_path_factory, test_config):
     """A second run of the whole `test` preset in a directory of its own (identical bytes expected)."""
-    return _run("second_run", request)
+    workdir = tmp_path_factory.mktemp("second_run")
+    run_snakemake(repo, workdir, config=test_config)
+    return workdir / "results/test"

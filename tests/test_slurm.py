@@ -74,7 +74,7 @@ def same_file(ours, theirs):
     return ours.read_bytes() == theirs.read_bytes()
 
 
-def test_workflow_runs_through_the_slurm_profile(cluster, repo, tmp_path, test_config, request):
+def test_workflow_runs_through_the_slurm_profile(cluster, finished_run, repo, tmp_path, test_config):
     workdir = tmp_path / "run"
     cmd = snakemake_cmd(
         repo, workdir,
@@ -120,8 +120,7 @@ def test_workflow_runs_through_the_slurm_profile(cluster, repo, tmp_path, test_c
     train = [r for i, r in records.items() if "train_model" in submitted[i]]
     assert len(train) == 2 and all(r["TimeLimit"] == "10" and "mem=1000M" in r["Tres"] for r in train), train
 
-    # The results equal the local run's. Asked for only now: this test runs while that run is under way.
-    finished_run = request.getfixturevalue("finished_run")
+    # The results equal the local run's.
     for path in COMPARED:
         assert same_file(workdir / "results/test" / path, finished_run / path), path
     print(f"SLURM run: {wall:.0f} s wall, {len(submitted)} sbatch jobs for {sum(planned.values())} rule jobs")
