@@ -7,8 +7,8 @@ import polars as pl
 from tinylens.circuits.schemas import SCORES_SCHEMA
 from tinylens.circuits.summary import summarize
 from tinylens.jobs import job
+from tinylens.model_config import load_config
 from tinylens.tables import read_table
-from tinylens.weights import load_config
 
 with job(snakemake) as j:
     p, inp = j.params, j.input

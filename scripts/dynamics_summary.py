@@ -2,7 +2,7 @@
 
 from tinylens.dynamics.summary import PhaseSettings, load_curves, seed_summary, summarize
 from tinylens.jobs import job
-from tinylens.weights import load_config
+from tinylens.model_config import load_config
 
 with job(snakemake) as j:
     inp, p = j.input, j.params

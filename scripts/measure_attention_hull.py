@@ -5,8 +5,9 @@ from pathlib import Path
 
 import torch
 
-from tinylens.attention.hull import measure_hull, summarize_hull
+from tinylens.attention.hull import measure_hull
 from tinylens.attention.schemas import HULL_SCHEMA
+from tinylens.attention.summary import summarize_hull
 from tinylens.attention.trajectories import evenly_spaced_windows
 from tinylens.corpus import load_ids
 from tinylens.jobs import job

@@ -6,8 +6,8 @@ import polars as pl
 from tinylens.circuits.plots import make_composition_heatmaps
 from tinylens.circuits.schemas import SCORES_SCHEMA
 from tinylens.jobs import job
+from tinylens.model_config import load_config
 from tinylens.tables import read_table
-from tinylens.weights import load_config
 
 with job(snakemake) as j:
     cfg = load_config(j.input.config)

@@ -4,7 +4,7 @@
 from tinylens.dynamics.plots import make_energy_depth
 from tinylens.dynamics.summary import curves_of_seeds
 from tinylens.jobs import job
-from tinylens.weights import load_config
+from tinylens.model_config import load_config
 
 with job(snakemake) as j:
     inp, p = j.input, j.params

@@ -4,7 +4,7 @@
 from tinylens.dynamics.plots import make_head_scores
 from tinylens.dynamics.summary import load_curves
 from tinylens.jobs import job
-from tinylens.weights import load_config
+from tinylens.model_config import load_config
 
 with job(snakemake) as j:
     inp, seed = j.input, str(j.params.original)

@@ -5,7 +5,7 @@ derivative (rule plot_dynamics_loss_by_position)."""
 from tinylens.dynamics.plots import make_loss_by_position
 from tinylens.dynamics.summary import load_curves
 from tinylens.jobs import job
-from tinylens.weights import load_config
+from tinylens.model_config import load_config
 
 with job(snakemake) as j:
     inp, seed = j.input, str(j.params.original)

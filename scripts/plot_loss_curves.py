@@ -2,7 +2,7 @@
 
 from tinylens.jobs import job
 from tinylens.plots import make_loss_curves
-from tinylens.train import load_loss_curve
+from tinylens.training_log import load_loss_curve
 
 with job(snakemake) as j:
     curves = {seed: load_loss_curve(path) for seed, path in zip(j.params.seeds, j.input.losses, strict=True)}

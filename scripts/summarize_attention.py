@@ -1,8 +1,7 @@
 """Gather the attention-dynamics headline numbers into metrics/attention.json (rule attention_summary)."""
 
-from tinylens.attention.hull import summarize_hull
 from tinylens.attention.schemas import HEAD_SCHEMA, HULL_SCHEMA
-from tinylens.attention.summary import family_metrics, summarize_heads
+from tinylens.attention.summary import family_metrics, summarize_heads, summarize_hull
 from tinylens.jobs import job
 from tinylens.tables import read_columns
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from tinylens.attention.hull import hull_measures, measure_hull, paired, shuffle_rows, summarize_hull, uniform_rows
+from tinylens.attention.hull import hull_measures, measure_hull, shuffle_rows, uniform_rows
+from tinylens.attention.summary import paired, summarize_hull
 from tinylens.model import ModelConfig, Transformer
 
 

@@ -63,12 +63,9 @@ def test_every_family_package_is_laid_out_the_same_way():
 #: Scripts that only read tables and draw or summarise them: they start without torch, whose import
 #: (2-3 CPU-s) is most of such a job's cost. The library imports torch inside the functions that use it.
 TORCH_FREE = (
-    "build_strings", "download_corpus", "findings", "hellinger_summary", "paper_comparison", "paper_prompts",
-    "phase_change_summary", "supporting_metrics", "summarize_superposition", "tokenize",
-    *(p.stem for p in SCRIPTS if p.stem.startswith("plot_") and p.stem not in (
-        "plot_composition_across_seeds", "plot_composition_heatmaps", "plot_loss_curves",  # read config.json
-        "plot_dynamics_energy_depth", "plot_dynamics_energy_kl", "plot_dynamics_head_scores",  # through
-        "plot_dynamics_icl_score", "plot_dynamics_loss_by_position"))                          # tinylens.weights
+    "build_strings", "circuits_summary", "download_corpus", "dynamics_summary", "findings", "hellinger_summary",
+    "paper_comparison", "paper_prompts", "phase_change_summary", "summarize_attention", "summarize_superposition",
+    "supporting_metrics", "tokenize", "training_summary", *(p.stem for p in SCRIPTS if p.stem.startswith("plot_")),
 )
 
 

@@ -15,9 +15,9 @@ from tinylens.train import (
     checkpoint_schedule,
     matmul_precision,
     run_fingerprint,
-    summarize_training,
     train,
 )
+from tinylens.training_log import summarize_training
 
 TINY = ModelConfig(vocab_size=8, block_size=8, n_embed=16, n_layer=2, n_head=2, dropout=0.1)
 

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 from tinylens.corpus import CharTokenizer
 from tinylens.interventions import record_activations
 from tinylens.model import Transformer
-from tinylens.train import LOSS_COLUMNS, METRICS_KEYS
+from tinylens.training_log import LOSS_COLUMNS, METRICS_KEYS
 from tinylens.weights import load_config, load_weights
 
 from conftest import run_snakemake, snakemake_cmd

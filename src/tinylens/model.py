@@ -14,19 +14,20 @@ per-head form and a test checks both give the same logits).
 
 Every intermediate passes through a ``hook`` when one is given (:class:`Hook`);
 ``tinylens.interventions`` names them and records or edits them. This module
-imports nothing else from the project: the model knows neither the analyses
-nor the disk (``tinylens.weights`` reads and writes it).
+imports nothing else from the project but its shape (``tinylens.model_config``,
+torch-free): the model knows neither the analyses nor the disk
+(``tinylens.weights`` reads and writes it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from tinylens.model_config import ModelConfig
 
 
 class Hook(Protocol):
@@ -41,41 +42,6 @@ class Hook(Protocol):
     internals: bool
 
     def __call__(self, name: str, value: Tensor) -> Tensor: ...
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Shape of the model. ``paper`` values are method.md §1."""
-
-    vocab_size: int = 65
-    block_size: int = 256
-    n_embed: int = 384
-    n_layer: int = 6
-    n_head: int = 6
-    dropout: float = 0.2
-
-    def __post_init__(self) -> None:
-        if self.n_embed % self.n_head:
-            raise ValueError(
-                f"n_embed ({self.n_embed}) must be divisible by n_head ({self.n_head})"
-            )
-
-    @property
-    def d_head(self) -> int:
-        return self.n_embed // self.n_head
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, object], source: str = "model config") -> ModelConfig:
-        """Build from a mapping, naming the offending key when one is unknown or missing."""
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - names)
-        missing = sorted(names - set(values))
-        if unknown or missing:
-            raise ValueError(
-                f"{source}: unknown keys {unknown} / missing keys {missing}; "
-                f"expected exactly {sorted(names)}"
-            )
-        return cls(**values)  # type: ignore[arg-type]
 
 
 class CausalSelfAttention(nn.Module):

@@ -50,30 +50,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import torch
 from tqdm.auto import tqdm
 
 from tinylens.atomic import atomic_path, replace_dir, write_json
 from tinylens.model import ModelConfig, Transformer
-from tinylens.tables import Schema, read_csv, write_csv
+from tinylens.tables import write_csv
+from tinylens.training_log import LOSS_COLUMNS, LOSS_SCHEMA
 from tinylens.weights import checkpoint_path, save_model, save_weights
 
 log = logging.getLogger(__name__)
 
 RESUME_FILE = "resume.pt"
-LOSS_SCHEMA = Schema("loss curve", {
-    "step": pa.int64(), "train_loss": pa.float64(), "val_loss": pa.float64(), "lr": pa.float64(),
-    "tokens_seen": pa.int64(), "elapsed_s": pa.float64(),
-})
-LOSS_COLUMNS = tuple(LOSS_SCHEMA.columns)
-#: Keys of metrics.json, documented in the README.
-METRICS_KEYS = (
-    "seed", "steps", "train_loss", "val_loss", "n_params", "tokens_seen",
-    "train_seconds", "tokens_per_second", "device", "autocast_dtype", "compile", "torch_version",
-)
-
-
 @dataclass(frozen=True)
 class Phase:
     """Train up to step ``until`` at learning rate ``lr`` with a fresh AdamW."""
@@ -263,12 +251,6 @@ def _new_optimizer(model: Transformer, phase: Phase, cfg: TrainConfig, device: t
 
 def _write_loss_csv(path: Path, history: list[dict]) -> None:
     write_csv(path, LOSS_SCHEMA, {k: [row[k] for row in history] for k in LOSS_COLUMNS})
-
-
-def load_loss_curve(path: str | Path) -> dict[str, np.ndarray]:
-    """``loss.csv`` as columns (numpy arrays), checked against :data:`LOSS_SCHEMA`."""
-    table = read_csv(path, LOSS_SCHEMA)
-    return {k: table[k].to_numpy() for k in LOSS_COLUMNS}
 
 
 def run_fingerprint(model_cfg: ModelConfig, cfg: TrainConfig, train_ids: np.ndarray, val_ids: np.ndarray,
@@ -508,15 +490,3 @@ def publish(result: TrainResult, work_dir: str | Path, model_dir: str | Path, to
     shutil.rmtree(work_dir)
 
 
-def summarize_training(metrics: list[dict], original_seed: int) -> dict:
-    """One JSON for all seeds: each model's final losses, and the alternates' spread."""
-    by_seed = {str(m["seed"]): {k: m[k] for k in ("train_loss", "val_loss", "steps", "train_seconds")}
-               for m in metrics}
-    val = np.array([m["val_loss"] for m in metrics])
-    return {
-        "original_seed": original_seed,
-        "val_loss_original": by_seed[str(original_seed)]["val_loss"],
-        "val_loss_mean": round(float(val.mean()), 6),
-        "val_loss_std": round(float(val.std(ddof=1)) if len(val) > 1 else 0.0, 6),
-        "models": by_seed,
-    }

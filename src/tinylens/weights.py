@@ -17,6 +17,7 @@ from safetensors.torch import load_file, save
 
 from tinylens.atomic import atomic_path, write_json
 from tinylens.model import ModelConfig, Transformer
+from tinylens.model_config import load_config  # noqa: F401  (where the jobs that load weights find it)
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -66,20 +67,6 @@ def save_weights(path: str | Path, model: Transformer, metadata: dict[str, str] 
 def save_config(path: str | Path, config: ModelConfig) -> None:
     """A model's shape as JSON (``config.json``), atomically."""
     write_json(path, asdict(config))
-
-
-def load_config(path: str | Path) -> ModelConfig:
-    """The :class:`ModelConfig` of a ``config.json``, saying what to do when it is missing or not JSON."""
-    try:
-        values = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"model config {path} is missing: it is written beside model.safetensors "
-            "by the train rule; rerun it or `dvc pull` the model"
-        ) from None
-    except json.JSONDecodeError as err:
-        raise ValueError(f"model config {path} is not valid JSON ({err})") from None
-    return ModelConfig.from_dict(values, source=str(path))
 
 
 def save_model(directory: str | Path, model: Transformer) -> None:

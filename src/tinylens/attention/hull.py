@@ -23,17 +23,13 @@ value than shuffled attention does).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import torch
 from torch import Tensor
 
+from tinylens.attention.schemas import WEIGHTINGS
 from tinylens.interventions import run
 from tinylens.model import Transformer
-
-#: The weightings compared; ``real`` is the head's own attention.
-WEIGHTINGS = ("real", "shuffled", "uniform")
 
 
 def shuffle_rows(pattern: Tensor, generator: torch.Generator) -> Tensor:
@@ -101,41 +97,3 @@ def measure_hull(model: Transformer, windows: Tensor, seed: int) -> dict[str, np
         for k, x in rows.items():
             cols.setdefault(k, []).append(np.ascontiguousarray(x).reshape(-1))
     return {k: np.concatenate(x) for k, x in cols.items()}
-
-
-def paired(real: np.ndarray, baseline: np.ndarray) -> dict:
-    """Mean of ``baseline - real`` over windows with its standard error and the verdict: ``holds``
-    when it exceeds 1.96 SE (real attention nearer the next value), ``fails`` when below -1.96 SE."""
-    d = np.asarray(baseline, dtype=np.float64) - np.asarray(real, dtype=np.float64)
-    n = len(d)
-    se = float(d.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
-    mean = float(d.mean()) if n else float("nan")
-    verdict = "undecided"
-    if n > 1 and se > 0:
-        verdict = "holds" if mean > 1.96 * se else ("fails" if mean < -1.96 * se else "undecided")
-    elif n > 1 and mean != 0:
-        verdict = "holds" if mean > 0 else "fails"
-    return {"difference": round(mean, 6), "se": round(se, 6), "n_windows": n, "verdict": verdict}
-
-
-def summarize_hull(cols: Mapping[str, np.ndarray]) -> dict:
-    """Per (block, head): the mean potential and cosine of each weighting over windows and the paired
-    tests against both baselines; a count of heads per verdict; the largest identity error."""
-    block, head = np.asarray(cols["block"]), np.asarray(cols["head"])
-    heads = []
-    for b, h in sorted(set(zip(block.tolist(), head.tolist()))):
-        sel = (block == b) & (head == h)
-        entry = {"block": b, "head": h}
-        for w in WEIGHTINGS:
-            entry[f"{w}_potential"] = round(float(np.mean(cols[f"{w}_potential"][sel])), 6)
-            entry[f"{w}_cosine"] = round(float(np.mean(cols[f"{w}_cosine"][sel])), 6)
-        for w in ("shuffled", "uniform"):
-            entry[f"vs_{w}"] = paired(cols["real_potential"][sel], cols[f"{w}_potential"][sel])
-        heads.append(entry)
-    count = {w: {v: sum(e[f"vs_{w}"]["verdict"] == v for e in heads) for v in ("holds", "fails", "undecided")}
-             for w in ("shuffled", "uniform")}
-    return {"heads": heads, "verdicts": count, "n_heads": len(heads),
-            "identity_max_error": float(np.max(cols["identity_error"])) if len(heads) else None,
-            "definition": "potential = |v_{t+1} - sum_j A_tj v_j|^2 / |v_{t+1}|^2 per head, mean over positions "
-                          "t < T - 1 of each validation window; holds = shuffled minus real potential above "
-                          "1.96 standard errors over windows"}

@@ -40,6 +40,9 @@ HEAD_SCHEMA = Schema("attention head", {
 })
 
 # --- the convex-hull reading (method.md §10): attention/seed<N>/hull.parquet, one row per (block, head, window)
+#: The weightings of a head's values the convex-hull measure compares: its attention, that attention's rows
+#: permuted over the visible positions, and uniform.
+WEIGHTINGS = ("real", "shuffled", "uniform")
 HULL_SCHEMA = Schema("attention convex hull", {
     "block": pa.int8(), "head": pa.int8(), "window": pa.int32(),
     # mean over query positions t < T - 1 of |v_{t+1} - sum_j W_tj v_j|^2 / |v_{t+1}|^2 and of their cosine,
