@@ -93,7 +93,7 @@ DYNAMICS_FIGURES = figures(
             summary=rules.dynamics_summary.output.summary,
             **model_files(ORIGINAL, "config"),
         ),
-        params=dict(original=ORIGINAL, smooth_decades=DYNAMICS["phases"]["smooth_decades"]),
+        params=dict(original=ORIGINAL, smooth_decades=DYNAMICS["loss_by_position"]["smooth_decades"]),
     ),
     dynamics_head_scores=dict(
         input=dict(

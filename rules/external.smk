@@ -128,7 +128,7 @@ EXTERNAL_FIGURES = figures(
         input=EXTERNAL_ONE,
         params=dict(
             original=EXTERNAL_SEED,
-            smooth_decades=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["phases"]["smooth_decades"],
+            smooth_decades=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["loss_by_position"]["smooth_decades"],
         ),
     ),
     dynamics_head_scores=dict(input=EXTERNAL_ONE, params=dict(original=EXTERNAL_SEED)),

@@ -152,7 +152,8 @@ def make_loss_by_position(curves: Curves, summary: dict, seed: str, width: float
     axes[0].set_title(f"seed {seed}: loss per position")
     axes[1].set_title(f"its derivative in log position, smoothed over {width:g} decades\n"
                       "(blue: later tokens predicted better)")
-    axes[1].legend(fontsize=7, loc="upper right")
+    if summary["phase_change_detected"]:
+        axes[1].legend(fontsize=7, loc="upper right")
     return fig
 
 
