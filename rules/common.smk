@@ -1,9 +1,8 @@
 # Shared by every stage: the active preset, output paths, wildcard constraints, resources.
 from tinylens.config import active_preset, all_seeds, seed_train_settings
 from tinylens.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
-from tinylens.interventions import VECTOR_KINDS
+from tinylens.model_config import MODEL_FILES, VECTOR_KINDS
 from tinylens.resources import STRING_BYTES, STRING_VALUE_BYTES, per_row, table_rows, width_factor
-from tinylens.weights import MODEL_FILES
 from tinylens.findings import FAMILIES
 
 PRESET = config["preset"]
@@ -56,7 +55,7 @@ def dump_input_table(wildcards):
 
 
 def model_files(seed, *names):
-    """The files of the model of ``seed`` (a seed or "{seed}") by name (tinylens.weights.MODEL_FILES: weights,
+    """The files of the model of ``seed`` (a seed or "{seed}") by name (tinylens.model_config.MODEL_FILES: weights,
     config, tokenizer, metrics, loss, checkpoints); without names, the three that rebuild the model
     (tinylens.weights.load_model reads their folder). Every rule asks for a model's files through this."""
     base = results(f"models/seed{seed}")

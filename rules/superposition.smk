@@ -2,7 +2,7 @@
 # the transformer: five sweeps of toy models, each trained as one batched stack of independent models,
 # then the headline numbers and one figure per script. Target: `snakemake --cores all superposition`.
 from tinylens.config import ConfigError
-from tinylens.superposition.experiments import preset_problems
+from tinylens.superposition.summary import preset_problems
 from tinylens.superposition.summary import summary_settings
 
 SUPER = SETTINGS["superposition"]

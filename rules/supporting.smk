@@ -2,7 +2,7 @@
 # endpoint and vector sums, token subspaces, and the criterion. Target: `snakemake --cores all supporting`.
 # Reads the core's outputs (models, prompts, prompt activations, search summaries, tuned thresholds).
 from tinylens.resources import forward_batch_mb, prompt_row_bytes, subspace_memory
-from tinylens.supporting.subspaces import check_stages
+from tinylens.supporting.schemas import check_stages
 
 SUPPORTING = config["supporting"]
 SUPPORTING_SIZES = SETTINGS["supporting"]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tinylens.superposition.dynamics import find_jumps, plateau_noise, running_median
-from tinylens.superposition.experiments import log_grid, preset_problems
+from tinylens.superposition.experiments import log_grid
 from tinylens.superposition.geometry import (
     dimensions_per_feature,
     feature_dimensionality,
@@ -40,7 +40,7 @@ from tinylens.superposition.regimes import (
     pair_settings,
     unrepresented_losses,
 )
-from tinylens.superposition.summary import summarize_nonuniform
+from tinylens.superposition.summary import preset_problems, summarize_nonuniform
 
 # --- feature dimensionality ------------------------------------------------------------------------
 

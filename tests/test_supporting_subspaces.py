@@ -6,9 +6,9 @@ import torch
 
 from tinylens.model import ModelConfig, Transformer
 from tinylens.supporting.inputs import load_subspaces, save_subspaces
+from tinylens.supporting.schemas import check_stages
 from tinylens.supporting.subspaces import (
     analyse_stage,
-    check_stages,
     learn_token_vectors,
     mixture_distributions,
     mixture_pairs,

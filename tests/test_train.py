@@ -12,11 +12,11 @@ from tinylens.train import (
     TrainConfig,
     autocast_dtype,
     check_resume_fingerprint,
-    checkpoint_schedule,
     matmul_precision,
     run_fingerprint,
     train,
 )
+from tinylens.train_config import checkpoint_schedule
 from tinylens.training_log import summarize_training
 
 TINY = ModelConfig(vocab_size=8, block_size=8, n_embed=16, n_layer=2, n_head=2, dropout=0.1)

@@ -3,7 +3,7 @@
 Each string is run as its own sequence (positions 0..n-1, eval mode) and the
 last position's activations are kept. One file per block,
 ``block{b}.parquet``, with one fixed-size-list column per activation kind
-(names from :data:`tinylens.interventions.VECTOR_KINDS`), rows in the order of the
+(names from :data:`tinylens.model_config.VECTOR_KINDS`), rows in the order of the
 strings; and ``logits.parquet`` with the model's last-position logits.
 Batches stream to disk, so memory stays at two batches whatever the scale: one
 is written (converted, zstd-compressed) by a writer thread while the next is

@@ -15,8 +15,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from tinylens.model import ModelConfig
-from tinylens.train import Phase, TrainConfig, checkpoint_schedule
+from tinylens.model_config import ModelConfig
+from tinylens.train_config import Phase, TrainConfig, checkpoint_schedule
 
 
 class ConfigError(ValueError):

@@ -136,7 +136,7 @@ def circuit_weights(bridge: TransformerBridge) -> CircuitWeights:
 
 
 def model_config(bridge: TransformerBridge, context: int):
-    """Our :class:`~tinylens.model.ModelConfig` of the bridge's shape with ``block_size`` = the probes' context:
+    """Our :class:`~tinylens.model_config.ModelConfig` of the bridge's shape with ``block_size`` = the probes' context:
     what the summary and figure scripts of our seeds read (``n_layer``, ``n_head``, ``block_size``)."""
     from tinylens.model import ModelConfig
 

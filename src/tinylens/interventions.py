@@ -59,13 +59,8 @@ import torch
 from torch import Tensor
 
 from tinylens.model import Transformer
+from tinylens.model_config import ACTIVATION_KINDS, VECTOR_KINDS  # noqa: F401  (named here for the library)
 
-#: The activations the analyses keep, one stable name each, used unchanged as Parquet column and file
-#: names: ``block_input`` the residual stream entering a block, ``sa_out`` the attention output added to
-#: it, ``ffwd_out`` the feed-forward output added after that, ``attn_pattern`` the attention weights.
-ACTIVATION_KINDS = ("block_input", "sa_out", "ffwd_out", "attn_pattern")
-#: Those of them that are d_model-wide vectors (what activation dumps hold).
-VECTOR_KINDS = ACTIVATION_KINDS[:3]
 #: Hook kinds of one block, in forward order.
 BLOCK_HOOKS = ("block_input", "q", "k", "v", "attn_pattern", "z", "sa_out", "resid_mid", "ffwd_out",
                "block_output")

@@ -1,7 +1,9 @@
-"""The model's shape (method.md §1) and its ``config.json``, without torch.
+"""What names a model without torch: its shape (method.md §1) and ``config.json``, the files of its
+folder, the names of its activations.
 
-Jobs that only read a model's shape (figures and summaries sized by its layers and heads) import this
-module instead of :mod:`tinylens.model`: importing torch costs 2-3 CPU-seconds, most of such a job.
+Jobs that only read a model's shape (figures and summaries sized by its layers and heads), and the
+Snakefile, which every Snakemake invocation parses, import this module instead of :mod:`tinylens.model`:
+importing torch costs 2-3 CPU-seconds.
 """
 
 from __future__ import annotations
@@ -10,6 +12,20 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
+
+WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+CHECKPOINT_DIR = "checkpoints"
+#: Every file of a trained model's folder (tinylens.train.publish writes them), by the name rules use.
+MODEL_FILES = {"weights": WEIGHTS_FILE, "config": CONFIG_FILE, "tokenizer": "tokenizer.json",
+               "metrics": "metrics.json", "loss": "loss.csv", "checkpoints": CHECKPOINT_DIR}
+
+#: The activations the analyses keep, one stable name each, used unchanged as Parquet column and file
+#: names: ``block_input`` the residual stream entering a block, ``sa_out`` the attention output added to
+#: it, ``ffwd_out`` the feed-forward output added after that, ``attn_pattern`` the attention weights.
+ACTIVATION_KINDS = ("block_input", "sa_out", "ffwd_out", "attn_pattern")
+#: Those of them that are d_model-wide vectors (what activation dumps hold).
+VECTOR_KINDS = ACTIVATION_KINDS[:3]
 
 
 @dataclass(frozen=True)

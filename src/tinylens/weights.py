@@ -17,14 +17,13 @@ from safetensors.torch import load_file, save
 
 from tinylens.atomic import atomic_path, write_json
 from tinylens.model import ModelConfig, Transformer
-from tinylens.model_config import load_config  # noqa: F401  (where the jobs that load weights find it)
-
-WEIGHTS_FILE = "model.safetensors"
-CONFIG_FILE = "config.json"
-CHECKPOINT_DIR = "checkpoints"
-#: Every file of a trained model's folder (tinylens.train.publish writes them), by the name rules use.
-MODEL_FILES = {"weights": WEIGHTS_FILE, "config": CONFIG_FILE, "tokenizer": "tokenizer.json",
-               "metrics": "metrics.json", "loss": "loss.csv", "checkpoints": CHECKPOINT_DIR}
+from tinylens.model_config import (  # noqa: F401  (load_config, MODEL_FILES: where the jobs that load weights find them)
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    MODEL_FILES,
+    WEIGHTS_FILE,
+    load_config,
+)
 
 _REMEDY = "rerun the train rule (snakemake --forcerun train_model) or restore it with `dvc pull`"
 

@@ -5,6 +5,7 @@ Free of torch, so the jobs that only read tables (the metrics and the figures) s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -142,3 +143,15 @@ def robustness_schema(variant_names) -> Schema:
         "end": pa.int64(),  # exclusive end of the prompt's windows in the validation text
         **{f"hellinger_{name}": pa.float64() for name in variant_names},
     })
+
+
+def check_stages(stages: Sequence[int], n_layer: int, key: str) -> list[int]:
+    """The configured stages, checked: each in ``0..n_layer``, and ``n_layer`` (the input of ln_f,
+    which the criterion's end-of-model variant needs) among them. Sorted from the end of the model."""
+    stages = [int(s) for s in stages]
+    bad = [s for s in stages if not 0 <= s <= n_layer]
+    if bad or n_layer not in stages:
+        raise ValueError(f"config key '{key}' is {stages}: every stage must lie in 0..{n_layer} (the input of block "
+                         f"s, 0-based; {n_layer} = the input of ln_f) and {n_layer} must be among them; "
+                         "fix it in config/config.yaml")
+    return sorted(stages, reverse=True)

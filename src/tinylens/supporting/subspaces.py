@@ -204,18 +204,6 @@ def mixture_distributions(model: Transformer, start: int, sub: Subspace, pairs: 
     return direction_distributions(model, start, np.array([scaled[a] + scaled[b] for a, b in pairs]))
 
 
-def check_stages(stages: Sequence[int], n_layer: int, key: str) -> list[int]:
-    """The configured stages, checked: each in ``0..n_layer``, and ``n_layer`` (the input of ln_f,
-    which the criterion's end-of-model variant needs) among them. Sorted from the end of the model."""
-    stages = [int(s) for s in stages]
-    bad = [s for s in stages if not 0 <= s <= n_layer]
-    if bad or n_layer not in stages:
-        raise ValueError(f"config key '{key}' is {stages}: every stage must lie in 0..{n_layer} (the input of block "
-                         f"s, 0-based; {n_layer} = the input of ln_f) and {n_layer} must be among them; "
-                         "fix it in config/config.yaml")
-    return sorted(stages, reverse=True)
-
-
 def mixture_pairs(pairs: Sequence[str], vocab: str, source: str) -> list[tuple[int, int]]:
     """Token ids of the configured pairs of characters (``supporting.mixture_pairs``); ``source``: the
     tokenizer file the vocabulary came from, for the error."""
