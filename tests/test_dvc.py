@@ -173,16 +173,28 @@ FIGURES = {
     "probe_accuracy"}
 
 
-def test_figures_regenerate_without_heavy_jobs(user_clone):
+#: One figure of each family, drawn for real after the plan of all of them is checked.
+DRAWN = {"loss_curves", "composition_heatmaps", "superposition_polygons", "ablation", "dynamics_icl_score",
+         "phase_change_controls", "attention_diagonals"}
+
+
+def test_figures_regenerate_without_heavy_jobs(user_clone, tmp_path):
     figures = user_clone / "results/test/figures"
     before = sorted(figures.glob("*.png"))
-    assert {f.stem for f in before} == FIGURES
+    assert {f.stem for f in before} == FIGURES and DRAWN <= FIGURES
     for figure in before:
+        shutil.copy2(figure, tmp_path / figure.name)  # modification times kept
         figure.unlink()
-    proc = snakemake(user_clone, "--cores", "2")  # the README's `snakemake --cores all`, on 2 cores
-    ran = jobs_of(proc.stdout + proc.stderr)
-    # exactly the figure rules (each figure <name>.png is drawn by rule plot_<name>), nothing upstream of them
-    assert ran == {f"plot_{f.stem}" for f in before}, ran
+    # With every figure gone, the README's `snakemake --cores all` plans exactly the figure rules (each figure
+    # <name>.png is drawn by rule plot_<name>), nothing upstream of them: the restored tables suffice.
+    planned = snakemake(user_clone, "--cores", "2", "-n")
+    assert jobs_of(planned.stdout + planned.stderr) == {f"plot_{f.stem}" for f in before}
+    # Drawing them all costs a minute of CPU; one of each family is drawn, the rest put back as they were.
+    for figure in before:
+        if figure.stem not in DRAWN:
+            shutil.copy2(tmp_path / figure.name, figure)
+    proc = snakemake(user_clone, "--cores", "2")
+    assert jobs_of(proc.stdout + proc.stderr) == {f"plot_{name}" for name in DRAWN}
     assert sorted(figures.glob("*.png")) == before
     snakemake(user_clone, "--report", "report.html")
     assert "case_studies.png" in (user_clone / "report.html").read_text(errors="ignore")
