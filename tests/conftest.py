@@ -77,15 +77,14 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 class BackgroundRun:
-    """A whole `test` preset run on one core at nice 10, beside the tests that follow: they mostly use one
-    core and leave the other idle. (Both runs on two cores beside the tests from the start cost 2,500 CPU-s
-    where the suite takes 1,900 with the runs one after the other: too many processes for two cores.) One
-    thread gives the same bytes as two: the dump jobs, the only ones declaring two, write identical files."""
+    """A whole `test` preset run at nice 10 beside the tests that follow: they mostly use one core and
+    wait on subprocesses, and leave the rest of the CPU idle. (Both runs beside the tests from the start
+    cost 2,500 CPU-s where the suite took 1,900 with the runs one after the other: too many processes for
+    two cores.)"""
 
     def __init__(self, repo: Path, workdir: Path, config):
         self.workdir, self.log = workdir, workdir.parent / f"{workdir.name}.log"
         cmd = snakemake_cmd(repo, workdir, config=config)
-        cmd[cmd.index("--cores") + 1] = "1"
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                          preexec_fn=lambda: os.nice(10))
