@@ -21,8 +21,7 @@ wildcard_constraints:
 
 TRAIN = SETTINGS["train"]
 ANALYSIS = SETTINGS["analysis"]
-ORIGINAL = config["seeds"]["original"]
-ALTERNATES = config["seeds"]["alternates"]
+ORIGINAL, *ALTERNATES = SEEDS  # the alternates this preset trains (presets.<name>.alternate_seeds)
 MODES = list(PROMPT_MODES)  # defined once, in tinylens.strings
 TUNED_MODES = list(TUNING_MODES)  # the modes with tuning prompts; the paper mode uses the corpus mode's values
 N_LAYER = SETTINGS["model"]["n_layer"]

@@ -37,7 +37,7 @@ rule training_summary:
     output:
         summary=results("metrics/training.json"),
     params:
-        original=config["seeds"]["original"],
+        original=ORIGINAL,
     resources:
         mem_mb=400,
         runtime=5,

@@ -374,8 +374,9 @@ def test_circuits_family_end_to_end(finished_run, config):
     from tinylens.tables import read_table
     from tinylens.weights import load_model
 
-    original = config["seeds"]["original"]
-    seeds = [original, *config["seeds"]["alternates"]]
+    from conftest import TEST_SEEDS as seeds
+
+    original = seeds[0]
     model = load_model(finished_run / f"models/seed{original}")
     cfg = model.config
     n_pairs = cfg.n_head ** 2 * cfg.n_layer * (cfg.n_layer - 1) // 2

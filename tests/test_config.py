@@ -23,6 +23,15 @@ def test_shipped_config_is_valid(config, schema):
     assert all_seeds(config) == [1337, 1442, 88, 99999]
 
 
+def test_a_preset_may_train_only_the_first_alternates(config, schema):
+    assert all_seeds({**config, "preset": "test"}) == [1337, 1442]  # presets.test.alternate_seeds: 1
+    assert all_seeds({**config, "preset": "paper"}) == [1337, 1442, 88, 99999]  # absent: all of them
+    assert all_seeds(_with(config, "presets.small.alternate_seeds", 0)) == [1337]
+    assert all_seeds(_with(config, "presets.small.alternate_seeds", None)) == [1337, 1442, 88, 99999]
+    with pytest.raises(ConfigError, match=r"'presets\.small\.alternate_seeds'"):
+        validate_config(_with(config, "presets.small.alternate_seeds", -1), schema)
+
+
 def test_every_shipped_preset_is_valid(config, schema):
     for name in config["presets"]:
         validate_config({**config, "preset": name}, schema)
@@ -99,7 +108,7 @@ def test_paper_preset_trains_as_the_original_code(config):
 
 @pytest.mark.parametrize("value, message", [
     ({"1443": 5000}, r"'presets\.test\.train\.final_step_by_seed' names seeds \['1443'\], which are not the original "
-                     r"or an alternate seed \(88, 1337, 1442, 99999\)"),
+                     r"or an alternate seed \(1337, 1442\)"),
     ({"1442": 250}, r"'presets\.test\.train\.final_step_by_seed\.1442' \(250\) must lie after the end of the phase "
                     r"before the last \(250\)"),
     ({"1442": 4}, r"'presets\.test\.train\.checkpoints\.first' \(5\) must be below seed 1442's last step \(4, "),

@@ -17,7 +17,9 @@ from tinylens.dynamics.schemas import HEAD_SCORES, depth_names
 from tinylens.dynamics.summary import load_curves
 from tinylens.weights import load_checkpoint
 
-SEEDS = [1337, 1442, 88, 99999]
+from conftest import TEST_SEEDS
+
+SEEDS = TEST_SEEDS
 FIGURES = ["dynamics_energy_kl.png", "dynamics_icl_score.png", "dynamics_loss_by_position.png",
            "dynamics_head_scores.png", "dynamics_energy_depth.png"]
 

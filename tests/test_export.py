@@ -12,7 +12,9 @@ from tinylens.export import HEAD_AXIS_SWAPPED, HOOK_NAMES, legacy_state_dict
 from tinylens.interventions import run
 from tinylens.model import ModelConfig, Transformer
 
-SEEDS = [1337, 1442, 88, 99999]
+from conftest import TEST_SEEDS
+
+SEEDS = TEST_SEEDS
 
 
 def require_transformer_lens():

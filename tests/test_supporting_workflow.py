@@ -21,9 +21,11 @@ from tinylens.supporting.subspaces import token_subspaces
 from tinylens.tables import read_columns
 from tinylens.weights import load_model
 
+from conftest import TEST_SEEDS
+
 pytestmark = pytest.mark.workflow
 
-SEEDS = [1337, 1442, 88, 99999]
+SEEDS = TEST_SEEDS
 FIGURES = ("ablation", "final_layernorm", "ffwd_endpoint", "vector_sums", "token_subspaces", "criterion",
            "attention_vs_ffwd", "robustness")
 

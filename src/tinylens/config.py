@@ -167,9 +167,9 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
             f"choose one of: {', '.join(presets)}"
         )
     problems += _grid_problems(config)
-    seeds = {str(s) for s in all_seeds(config)}
     for name, preset in presets.items():
         problems += _preset_problems(name, preset)
+        seeds = {str(s) for s in all_seeds({**config, "preset": name})}
         unknown = sorted(set(preset["train"]["final_step_by_seed"]) - seeds)
         if unknown:
             problems.append(
@@ -199,8 +199,11 @@ def active_preset(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def all_seeds(config: Mapping[str, Any]) -> list[int]:
-    """The original seed first, then the alternates."""
-    return [config["seeds"]["original"], *config["seeds"]["alternates"]]
+    """The original seed first, then the alternates the active preset trains: the first
+    ``presets.<preset>.alternate_seeds`` of ``seeds.alternates`` (all of them where it is absent or null)."""
+    count = config["presets"].get(config["preset"], {}).get("alternate_seeds")
+    alternates = config["seeds"]["alternates"]
+    return [config["seeds"]["original"], *(alternates if count is None else alternates[:count])]
 
 
 def model_config(model: Mapping[str, Any], vocab_size: int) -> ModelConfig:
