@@ -84,7 +84,7 @@ def differing_files(a: Path, b: Path) -> tuple[int, list[str]]:
 
 def test_two_runs_of_the_test_preset_write_identical_bytes(finished_run, second_run):
     compared, differ = differing_files(finished_run, second_run)
-    assert compared > 250 and not differ, f"{len(differ)} of {compared} files differ between two identical runs: {differ}"
+    assert compared > 200 and not differ, f"{len(differ)} of {compared} files differ between two identical runs: {differ}"
 
 
 #: The multi-output rules of the core, each with the output its script renames into place first and
