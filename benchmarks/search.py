@@ -52,6 +52,7 @@ import numpy as np
 import torch
 
 from tinylens.activations import load_block
+from tinylens.model_config import load_config
 from tinylens.search import (
     CountsCSR,
     _tile_matmul,
@@ -61,7 +62,6 @@ from tinylens.search import (
     threshold_edges,
 )
 from tinylens.strings import load_strings
-from tinylens.weights import load_config
 
 EDGES = threshold_edges(0.70, 0.01, 30)
 ORIGINAL = 1337

@@ -10,12 +10,12 @@ from tinylens.activations import load_block
 from tinylens.approx import grid_index, select_thresholds, summary_for_prompts
 from tinylens.corpus import CharTokenizer
 from tinylens.jobs import job
+from tinylens.model_config import load_config
 from tinylens.search import cumulative, threshold_edges
 from tinylens.strings import load_prompts
 from tinylens.supporting.inputs import load_subspaces
 from tinylens.supporting.schemas import criterion_schema
 from tinylens.tables import write_table
-from tinylens.weights import load_config
 
 with job(snakemake) as j:
     inp, out, p = j.input, j.output, j.params

@@ -14,10 +14,10 @@ from tinylens.approx import (
     tuned_setting,
 )
 from tinylens.jobs import job
+from tinylens.model_config import load_config
 from tinylens.search import cumulative, threshold_edges
 from tinylens.strings import load_prompts, load_strings
 from tinylens.tables import write_table
-from tinylens.weights import load_config
 
 with job(snakemake) as j:
     p, inp, out = j.params, j.input, j.output

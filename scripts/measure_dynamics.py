@@ -7,8 +7,8 @@ from tinylens.dynamics.measure import measure_model
 from tinylens.dynamics.probes import MeasureSettings, make_probes
 from tinylens.dynamics.schemas import HEADS_SCHEMA, checkpoint_schema
 from tinylens.jobs import job
+from tinylens.model_config import load_config
 from tinylens.tables import write_table
-from tinylens.weights import load_config
 
 with job(snakemake) as j:
     inp, out, p = j.input, j.output, j.params

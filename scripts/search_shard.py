@@ -7,9 +7,9 @@ import numpy as np
 
 from tinylens.activations import load_block
 from tinylens.jobs import job
+from tinylens.model_config import load_config
 from tinylens.search import CountsCSR, search_prompts, threshold_edges, write_summary
 from tinylens.strings import load_prompts, load_strings, prompt_shard
-from tinylens.weights import load_config
 
 with job(snakemake) as j:
     p, inp = j.params, j.input

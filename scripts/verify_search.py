@@ -6,10 +6,10 @@ from pathlib import Path
 
 from tinylens.activations import load_block
 from tinylens.jobs import job
+from tinylens.model_config import load_config
 from tinylens.search import load_summary, threshold_edges
 from tinylens.strings import load_prompts, load_strings
 from tinylens.verification import sample_prompt_ids, verify_search
-from tinylens.weights import load_config
 
 with job(snakemake) as j:
     p, inp = j.params, j.input

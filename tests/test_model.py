@@ -2,8 +2,9 @@ import pytest
 import torch
 
 from tinylens.config import active_preset, model_config
-from tinylens.interventions import ACTIVATION_KINDS, record_activations
+from tinylens.interventions import record_activations
 from tinylens.model import ModelConfig, Transformer
+from tinylens.model_config import ACTIVATION_KINDS
 from tinylens.reference import ReferenceTransformer, load_fused_weights
 
 SMALL = ModelConfig(vocab_size=65, block_size=16, n_embed=32, n_layer=3, n_head=4, dropout=0.1)
@@ -129,7 +130,7 @@ def test_the_model_imports_nothing_from_the_project_but_its_shape(repo):
 def test_the_config_offers_the_activation_kinds_the_library_dumps(repo):
     import yaml
 
-    from tinylens.interventions import VECTOR_KINDS
+    from tinylens.model_config import VECTOR_KINDS
 
     schema = yaml.safe_load((repo / "config/schema.yaml").read_text(encoding="utf-8"))
     kinds = schema["$defs"]["preset"]["properties"]["analysis"]["properties"]["string_kinds"]

@@ -18,8 +18,9 @@ from safetensors.torch import load_file
 from tinylens.corpus import CharTokenizer
 from tinylens.interventions import record_activations
 from tinylens.model import Transformer
+from tinylens.model_config import load_config
 from tinylens.training_log import LOSS_COLUMNS, METRICS_KEYS
-from tinylens.weights import load_config, load_weights
+from tinylens.weights import load_weights
 
 from conftest import TEST_SEEDS, run_snakemake, snakemake_cmd
 

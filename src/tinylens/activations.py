@@ -34,8 +34,9 @@ import torch
 from tqdm.auto import tqdm
 
 from tinylens.corpus import CharTokenizer
-from tinylens.interventions import VECTOR_KINDS, hook_name, run
+from tinylens.interventions import hook_name, run
 from tinylens.model import Transformer
+from tinylens.model_config import VECTOR_KINDS
 from tinylens.tables import REMEDY, Schema, open_table, read_fixed_list, table_writer
 
 #: Strings per forward pass on a CPU. The feed-forward intermediates of 512 strings of 10 characters at

@@ -33,7 +33,8 @@ from torch import Tensor
 from tinylens.corpus import CharTokenizer
 from tinylens.interventions import head_weights
 from tinylens.model import ModelConfig, Transformer
-from tinylens.weights import CONFIG_FILE, load_model, save_tensors
+from tinylens.model_config import CONFIG_FILE
+from tinylens.weights import load_model, save_tensors
 
 if TYPE_CHECKING:  # the optional dependency is imported only when a function needs it
     from transformer_lens.model_bridge import TransformerBridge

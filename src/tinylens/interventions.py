@@ -59,7 +59,7 @@ import torch
 from torch import Tensor
 
 from tinylens.model import Transformer
-from tinylens.model_config import ACTIVATION_KINDS, VECTOR_KINDS  # noqa: F401  (named here for the library)
+from tinylens.model_config import ACTIVATION_KINDS
 
 #: Hook kinds of one block, in forward order.
 BLOCK_HOOKS = ("block_input", "q", "k", "v", "attn_pattern", "z", "sa_out", "resid_mid", "ffwd_out",

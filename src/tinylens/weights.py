@@ -17,13 +17,7 @@ from safetensors.torch import load_file, save
 
 from tinylens.atomic import atomic_path, write_json
 from tinylens.model import ModelConfig, Transformer
-from tinylens.model_config import (  # noqa: F401  (load_config, MODEL_FILES: where the jobs that load weights find them)
-    CHECKPOINT_DIR,
-    CONFIG_FILE,
-    MODEL_FILES,
-    WEIGHTS_FILE,
-    load_config,
-)
+from tinylens.model_config import CHECKPOINT_DIR, CONFIG_FILE, WEIGHTS_FILE, load_config
 
 _REMEDY = "rerun the train rule (snakemake --forcerun train_model) or restore it with `dvc pull`"
 
