@@ -2,6 +2,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,28 +82,45 @@ def test_preset(config):
     return config["presets"]["test"]
 
 
+#: Fixtures whose work starts in the background when the first run finishes, in the order their tests go
+#: last: the SLURM run (mostly waiting on the cluster's status checks), then the second run.
+BACKGROUND = ("slurm_run", "second_run")
+
+
+def _wanted(items, name: str) -> bool:
+    return any(name in getattr(item, "fixturenames", ()) for item in items)
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """The byte comparison of two runs goes last: its second run goes on in the background meanwhile."""
-    items.sort(key=lambda item: "second_run" in getattr(item, "fixturenames", ()))
+    """The tests that read a background run go last, so the tests before them run meanwhile."""
+    def waits_for(item):
+        names = getattr(item, "fixturenames", ())
+        return max((i + 1 for i, name in enumerate(BACKGROUND) if name in names), default=0)
+    items.sort(key=waits_for)
 
 
 class BackgroundRun:
-    """A whole `test` preset run at nice 10 beside the tests that follow: they mostly use one core and
-    wait on subprocesses, and leave the rest of the CPU idle. (Both runs beside the tests from the start
-    cost 2,500 CPU-s where the suite took 1,900 with the runs one after the other: too many processes for
-    two cores.)"""
+    """A Snakemake run at nice 10 beside the tests that follow: they mostly use one core and wait on
+    subprocesses, and leave the rest of the CPU idle. (Both runs beside the tests from the start cost
+    2,500 CPU-s where the suite took 1,900 with the runs one after the other: too many processes for
+    two cores.) Its stdout and stderr go to files beside ``workdir``."""
 
-    def __init__(self, repo: Path, workdir: Path, config):
-        self.workdir, self.log = workdir, workdir.parent / f"{workdir.name}.log"
-        cmd = snakemake_cmd(repo, workdir, config=config)
-        with open(self.log, "w") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                         preexec_fn=lambda: os.nice(10))
+    def __init__(self, cmd: list[str], workdir: Path, nice: int = 10):
+        self.workdir = workdir
+        self.stdout, self.stderr = (workdir.parent / f"{workdir.name}.{kind}" for kind in ("stdout", "stderr"))
+        self.started = time.monotonic()
+        with open(self.stdout, "w") as out, open(self.stderr, "w") as err:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=err, start_new_session=True,
+                                         preexec_fn=lambda: os.nice(nice))
 
-    def results(self) -> Path:
-        if self.proc.wait() != 0:
-            pytest.fail(f"snakemake failed ({self.proc.returncode}); {self.log} ends:\n{self.log.read_text()[-5000:]}")
-        return self.workdir / "results/test"
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit status; the wall time from start to finish is kept in ``self.wall``."""
+        code = self.proc.wait(timeout=timeout)
+        self.wall = getattr(self, "wall", None) or time.monotonic() - self.started
+        return code
+
+    def output(self) -> str:
+        return self.stdout.read_text() + self.stderr.read_text()
 
     def stop(self) -> None:
         if self.proc.poll() is None:  # the session ended first: Snakemake removes its unfinished outputs
@@ -111,25 +129,45 @@ class BackgroundRun:
 
 
 @pytest.fixture(scope="session")
-def _second_run_in_background(repo, tmp_path_factory, test_config):
-    """Where the second run goes on, once started (by the first run's fixture when a test needs both)."""
-    runs = []
-    yield runs
-    for run in runs:
+def _background(repo, tmp_path_factory, test_config):
+    """What goes on in the background, by fixture name, once started (by the first run's fixture)."""
+    started: dict[str, object] = {}
+    yield started
+    for run in reversed(started.values()):
         run.stop()
 
 
 @pytest.fixture(scope="session")
-def finished_run(repo, tmp_path_factory, test_config, request, _second_run_in_background):
-    """The whole `test` preset, run once for this session (shared by the workflow and DVC tests)."""
+def finished_run(repo, tmp_path_factory, test_config, request, _background):
+    """The whole `test` preset, run once for this session (shared by the workflow and DVC tests). When it
+    finishes, the runs the collected tests need besides it start in the background."""
     workdir = tmp_path_factory.mktemp("workflow")
     run_snakemake(repo, workdir, config=test_config)
-    if any("second_run" in getattr(item, "fixturenames", ()) for item in request.session.items):
-        _second_run_in_background.append(BackgroundRun(repo, tmp_path_factory.mktemp("second_run"), test_config))
+    items = request.session.items
+    if _wanted(items, "second_run"):
+        second = tmp_path_factory.mktemp("second_run")
+        _background["second_run"] = BackgroundRun(snakemake_cmd(repo, second, config=test_config), second)
+    if _wanted(items, "slurm_run"):
+        import slurm_cluster
+
+        _background["slurm_run"] = slurm_cluster.SlurmRun.start(repo, tmp_path_factory.mktemp("slurm"), test_config)
     return workdir / "results/test"
 
 
 @pytest.fixture(scope="session")
-def second_run(finished_run, _second_run_in_background):
+def second_run(finished_run, _background):
     """A second run of the whole `test` preset in a directory of its own (identical bytes expected)."""
-    return _second_run_in_background[0].results()
+    run = _background["second_run"]
+    if run.wait() != 0:
+        pytest.fail(f"snakemake failed ({run.proc.returncode}); {run.stderr} ends:\n{run.output()[-5000:]}")
+    return run.workdir / "results/test"
+
+
+@pytest.fixture(scope="session")
+def slurm_run(finished_run, _background):
+    """The SLURM profile's run of a slice of the workflow on a single-node test cluster (tests/slurm_cluster.py),
+    started beside the tests when the first run finished; finished, or why it could not start."""
+    run = _background["slurm_run"]
+    if run.unavailable is None:
+        run.wait(timeout=900)
+    return run

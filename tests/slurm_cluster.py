@@ -178,3 +178,60 @@ PartitionName=main Nodes={host} Default=YES MaxTime=INFINITE State=UP
     except BaseException:
         cluster.stop()
         raise
+
+
+# A slice of the core workflow that keeps the SLURM run near two minutes on 2 cores: the corpus and
+# tokenizer (grouped), the strings, two training jobs, their samples (grouped) and a
+# two-thread activation dump, so plain, grouped and multi-thread jobs all go through sbatch.
+TARGETS = [
+    "metrics/corpus.json",
+    "samples/seed1337.txt",
+    "samples/seed1442.txt",
+    "activations/seed1337/prompts_heldout/logits.parquet",
+]
+
+
+@dataclass
+class SlurmRun:
+    """The workflow's SLURM profile run on a test cluster, in the background (``run``), or the reason it
+    could not start (``unavailable``)."""
+    unavailable: str | None = None
+    cluster: Cluster | None = None
+    run: object = None  # conftest.BackgroundRun
+
+    @classmethod
+    def start(cls, repo: Path, root: Path, config) -> SlurmRun:
+        from conftest import BackgroundRun, snakemake_cmd
+
+        try:
+            import snakemake_executor_plugin_slurm  # noqa: F401
+        except ImportError:
+            return cls(unavailable='snakemake-executor-plugin-slurm not installed (pip install -e ".[slurm]")')
+        try:
+            cluster = start(root / "cluster")
+        except Unavailable as err:
+            return cls(unavailable=str(err))
+        workdir = root / "run"
+        cmd = snakemake_cmd(
+            repo, workdir,
+            "--profile", str(repo / "profiles/slurm"),
+            # The test cluster: no accounting database, so squeue answers for job states; poll
+            # often; keep every job's log to show what ran inside it; --cores is its node's CPUs,
+            # which caps what a group job asks for.
+            "--cores", str(cluster.cpus),
+            "--slurm-status-command", "squeue",
+            "--slurm-init-seconds-before-status-checks", "2",
+            "--slurm-keep-successful-logs",
+            *(f"results/test/{t}" for t in TARGETS),
+            config=config,
+        )
+        return cls(cluster=cluster, run=BackgroundRun(cmd, workdir, nice=0))
+
+    def wait(self, timeout: float) -> None:
+        self.run.wait(timeout=timeout)
+
+    def stop(self) -> None:
+        if self.run is not None:
+            self.run.stop()
+        if self.cluster is not None:
+            self.cluster.stop()

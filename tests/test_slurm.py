@@ -2,28 +2,14 @@
 
 import os
 import re
-import subprocess
-import time
 from collections import Counter
 
 import pyarrow.parquet as pq
 import pytest
 from safetensors.torch import load_file
 
-import slurm_cluster
-from conftest import snakemake_cmd
-
 pytestmark = pytest.mark.workflow
 
-# A slice of the core workflow that keeps the test near two minutes on 2 cores: the corpus and
-# tokenizer (grouped), the strings, two training jobs, their samples (grouped) and a
-# two-thread activation dump, so plain, grouped and multi-thread jobs all go through sbatch.
-TARGETS = [
-    "metrics/corpus.json",
-    "samples/seed1337.txt",
-    "samples/seed1442.txt",
-    "activations/seed1337/prompts_heldout/logits.parquet",
-]
 COMPARED = [
     "metrics/corpus.json",
     "strings/strings.parquet",
@@ -45,20 +31,6 @@ def unavailable(reason):
     pytest.skip(reason)
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    try:
-        import snakemake_executor_plugin_slurm  # noqa: F401
-    except ImportError:
-        unavailable('snakemake-executor-plugin-slurm not installed (pip install -e ".[slurm]")')
-    try:
-        started = slurm_cluster.start(tmp_path / "slurm")
-    except slurm_cluster.Unavailable as err:
-        unavailable(str(err))
-    yield started
-    started.stop()
-
-
 def same_file(ours, theirs):
     if ours.suffix == ".safetensors":
         a, b = load_file(ours), load_file(theirs)
@@ -74,26 +46,11 @@ def same_file(ours, theirs):
     return ours.read_bytes() == theirs.read_bytes()
 
 
-def test_workflow_runs_through_the_slurm_profile(cluster, finished_run, repo, tmp_path, test_config):
-    workdir = tmp_path / "run"
-    cmd = snakemake_cmd(
-        repo, workdir,
-        "--profile", str(repo / "profiles/slurm"),
-        # The test cluster: no accounting database, so squeue answers for job states; poll
-        # often; keep every job's log to show what ran inside it; --cores is its node's CPUs,
-        # which caps what a group job asks for.
-        "--cores", str(cluster.cpus),
-        "--slurm-status-command", "squeue",
-        "--slurm-init-seconds-before-status-checks", "2",
-        "--slurm-keep-successful-logs",
-        *(f"results/test/{t}" for t in TARGETS),
-        config=test_config,
-    )
-    started = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    wall = time.monotonic() - started
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, f"{out[-6000:]}\n{cluster.logs()}"
+def test_workflow_runs_through_the_slurm_profile(slurm_run, finished_run):
+    if slurm_run.unavailable:
+        unavailable(slurm_run.unavailable)
+    out, cluster, workdir = slurm_run.run.output(), slurm_run.cluster, slurm_run.run.workdir
+    assert slurm_run.run.proc.returncode == 0, f"{out[-6000:]}\n{cluster.logs()}"
 
     # Every job the DAG planned ran inside a SLURM job that went through sbatch.
     table = out.split("Job stats:")[1].split("\n\n")[0]
@@ -123,4 +80,4 @@ def test_workflow_runs_through_the_slurm_profile(cluster, finished_run, repo, tm
     # The results equal the local run's.
     for path in COMPARED:
         assert same_file(workdir / "results/test" / path, finished_run / path), path
-    print(f"SLURM run: {wall:.0f} s wall, {len(submitted)} sbatch jobs for {sum(planned.values())} rule jobs")
+    print(f"SLURM run: {slurm_run.run.wall:.0f} s wall, {len(submitted)} sbatch jobs for {sum(planned.values())} rule jobs")
