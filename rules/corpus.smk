@@ -5,6 +5,9 @@ rule download_corpus:
         # The checksum, not the URL, decides the content: pointing corpus_url at
         # an offline copy of the same file must not trigger a rerun.
         sha256=config["corpus_sha256"],
+    # Every corpus-reading job waits on this one: run it before the jobs that do not (the toy models), so a
+    # bad corpus stops the run before other work is spent and the training starts as early as it can.
+    priority: 100
     resources:
         mem_mb=200,
         runtime=10,
@@ -29,6 +32,7 @@ rule tokenize:
     params:
         corpus_chars=SETTINGS["corpus_chars"],
         train_fraction=SETTINGS["train_fraction"],
+    priority: 100
     resources:
         mem_mb=400,
         runtime=5,
