@@ -15,7 +15,6 @@ rule build_strings:
         n_prompts=ANALYSIS["n_prompts"],
         tune_fraction=ANALYSIS["tune_fraction"],
         seed=config["prompt_seed"],
-    priority: 60  # every dump waits on it (rules/activations.smk)
     resources:
         # index arrays and counts over every window of the text: about 1,000 bytes per token (1,434 MB
         # measured for TinyShakespeare's 1.1 M tokens)
@@ -42,7 +41,6 @@ rule paper_prompts:
         length=config["substring_length"],
         n_prompts=ANALYSIS["paper_prompts"],
         seed=config["paper_prompt_seed"],
-    priority: 60  # the dumps of the prompts wait on it (rules/activations.smk)
     resources:
         # the window keys and np.unique's copies: about 60 bytes per token
         mem_mb=per_input_byte(["train", "val"], 400, 60),
