@@ -13,8 +13,6 @@ rule dump_activations:
         kinds=dump_kinds,
         batch_size=ANALYSIS["dump_batch_size"],
         device=config["device"],
-    # Above training: the original model's dump starts as soon as that model exists (train_model).
-    priority: 60
     threads: ANALYSIS["dump_threads"]
     resources:
         mem_mb=dump_memory(dump_kinds, N_LAYER, D_MODEL, config["substring_length"], ANALYSIS["dump_batch_size"]),

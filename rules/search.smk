@@ -17,7 +17,6 @@ rule search_shard:
         n_shards=ANALYSIS["search_shards"],
         grid=config["threshold_grid"],
         device=config["device"],
-    priority: 60  # the dump's successors on the core's critical path
     threads: ANALYSIS["search_threads"]
     resources:
         mem_mb=per_row("strings", 600, STRING_BYTES + STRING_VALUE_BYTES * D_MODEL),

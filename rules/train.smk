@@ -16,10 +16,6 @@ rule train_model:
         # Unfinished work (resume state, checkpoints so far) lives here, outside the
         # outputs, so Snakemake never deletes it and a rerun resumes from it.
         work_dir=lambda wc: results(f"models/seed{wc.seed}.partial"),
-    # The core's critical path is training -> strings dump -> search -> approximation; the families' jobs
-    # fill the cores around it. Without priorities the scheduler ran them first and the dump of the
-    # original model started only when everything else had finished, alone on one core.
-    priority: 50
     threads: TRAIN["threads"]
     resources:
         mem_mb=TRAIN["resources"]["mem_mb"],
