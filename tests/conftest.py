@@ -49,10 +49,14 @@ def config() -> dict:
     return yaml.safe_load((REPO / "config/config.yaml").read_text())
 
 
+def _corpus_file() -> Path:
+    return Path(os.environ.get("TINYLENS_CORPUS", REPO.parent / "shared/data/tinyshakespeare/input.txt"))
+
+
 @pytest.fixture(scope="session")
 def corpus_path() -> Path:
     """The verified offline corpus copy beside the repository (or $TINYLENS_CORPUS)."""
-    path = Path(os.environ.get("TINYLENS_CORPUS", REPO.parent / "shared/data/tinyshakespeare/input.txt"))
+    path = _corpus_file()
     if not path.is_file():
         pytest.skip(f"corpus copy not found at {path}; set TINYLENS_CORPUS to a local TinyShakespeare input.txt "
                     "to run the tests that need it")
@@ -82,9 +86,11 @@ def test_preset(config):
     return config["presets"]["test"]
 
 
-#: Fixtures whose work starts in the background when the first run finishes, in the order their tests go
-#: last: the SLURM run (mostly waiting on the cluster's status checks), then the second run.
-BACKGROUND = ("slurm_run", "second_run")
+#: The fixtures of the runs that go on in the background, in the order their tests go: first the tests that
+#: read no run (beside the first run, which starts with the session), then those that read the first run
+#: (beside the SLURM run and the second run, which start when it finishes), then the SLURM test (its run
+#: mostly waits on the cluster's status checks), then the byte comparison.
+BACKGROUND = ("finished_run", "slurm_run", "second_run")
 
 
 def _wanted(items, name: str) -> bool:
@@ -100,10 +106,12 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 class BackgroundRun:
-    """A Snakemake run at nice 10 beside the tests that follow: they mostly use one core and wait on
-    subprocesses, and leave the rest of the CPU idle. (Both runs beside the tests from the start cost
-    2,500 CPU-s where the suite took 1,900 with the runs one after the other: too many processes for
-    two cores.) Its stdout and stderr go to files beside ``workdir``."""
+    """A Snakemake run in the background, beside the tests that do not need it yet: the first `test`-preset
+    run beside the tests that read no run, the second (at nice 10) and the SLURM run beside the tests that
+    read the first. Each foreground test mostly uses one core or waits on a subprocess, so a run beside it
+    fills the other core. (Both `test`-preset runs beside everything from the start cost 2,500 CPU-s where
+    the suite took 1,900 with the runs one after the other: too many processes for two cores.) Its stdout
+    and stderr go to files beside ``workdir``."""
 
     def __init__(self, cmd: list[str], workdir: Path, nice: int = 10):
         self.workdir = workdir
@@ -129,20 +137,32 @@ class BackgroundRun:
 
 
 @pytest.fixture(scope="session")
-def _background(repo, tmp_path_factory, test_config):
-    """What goes on in the background, by fixture name, once started (by the first run's fixture)."""
+def _background():
+    """What goes on in the background, by the name of the fixture that waits for it; stopped at the end."""
     started: dict[str, object] = {}
     yield started
     for run in reversed(started.values()):
         run.stop()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _first_run_in_background(request, tmp_path_factory, _background):
+    """The `test` preset's run starts with the session when a collected test reads it (and the corpus is
+    there), beside the tests that read no run: they go first and use about one core."""
+    if _wanted(request.session.items, "finished_run") and _corpus_file().is_file():
+        workdir = tmp_path_factory.mktemp("workflow")
+        config = ["preset=test", f"corpus_url={_corpus_file().resolve()}"]
+        _background["finished_run"] = BackgroundRun(snakemake_cmd(REPO, workdir, config=config), workdir, nice=0)
+
+
 @pytest.fixture(scope="session")
 def finished_run(repo, tmp_path_factory, test_config, request, _background):
     """The whole `test` preset, run once for this session (shared by the workflow and DVC tests). When it
     finishes, the runs the collected tests need besides it start in the background."""
-    workdir = tmp_path_factory.mktemp("workflow")
-    run_snakemake(repo, workdir, config=test_config)
+    first = _background["finished_run"]
+    if first.wait() != 0:
+        pytest.fail(f"snakemake failed ({first.proc.returncode}); {first.stderr} ends:\n{first.output()[-5000:]}")
+    workdir = first.workdir
     items = request.session.items
     if _wanted(items, "second_run"):
         second = tmp_path_factory.mktemp("second_run")
