@@ -42,6 +42,17 @@ def save_figure(fig: Figure, out: str | Path) -> None:
         plt.close(fig)
 
 
+def step_axis(ax, steps: np.ndarray, label: bool = True, linscale: float = 0.4) -> None:
+    """A training-step x axis: logarithmic above the first positive checkpoint, linear below it (so step 0
+    is drawn), with a grid; the label says where the scale changes."""
+    first = float(steps[steps > 0].min())
+    ax.set_xscale("symlog", linthresh=first, linscale=linscale)
+    ax.set_xlim(0, float(steps.max()) * 1.05)
+    if label:
+        ax.set_xlabel(f"training step (log; linear below {first:g})")
+    ax.grid(alpha=0.3)
+
+
 def make_loss_curves(curves: Mapping[int, Mapping[str, np.ndarray]], original_seed: int,
                      unigram_entropy: float) -> Figure:
     """Train (dashed) and validation (solid) loss per seed, with the unigram entropy for scale.

@@ -17,16 +17,7 @@ from matplotlib.figure import Figure
 from tinylens.dynamics.phases import log_position_derivative
 from tinylens.dynamics.schemas import depth_names
 from tinylens.dynamics.summary import HEADLINE_DEPTH, Curves
-from tinylens.plots import plt
-
-
-def _step_axis(ax, steps: np.ndarray, label: bool = True) -> None:
-    first = float(steps[steps > 0].min())
-    ax.set_xscale("symlog", linthresh=first, linscale=0.4)
-    ax.set_xlim(0, float(steps.max()) * 1.05)
-    if label:
-        ax.set_xlabel(f"training step (log; linear below {first:g})")
-    ax.grid(alpha=0.3)
+from tinylens.plots import plt, step_axis
 
 
 def _shade(ax, summaries: Mapping[str, dict], horizontal: bool = False) -> None:
@@ -87,7 +78,7 @@ def make_energy_kl(curves: Mapping[str, Curves], summaries: Mapping[str, dict], 
     axes[2].set_ylabel("unigram direction: KL (nats)")
     for ax in axes:
         _shade(ax, summaries)
-        _step_axis(ax, steps, label=ax is axes[-1])
+        step_axis(ax, steps, label=ax is axes[-1])
         ax.legend(fontsize=7)
     axes[0].set_title("Interaction energy and distance from the unigram over training "
                       "(markers: smoothed critical points, each seed)")
@@ -118,7 +109,7 @@ def make_icl_score(curves: Mapping[str, Curves], summaries: Mapping[str, dict], 
     every_step = reduce(np.union1d, (c.steps for c in curves.values()))
     for ax in (ax_icl, ax_loss):
         _shade(ax, summaries)
-        _step_axis(ax, every_step, label=ax is ax_loss)
+        step_axis(ax, every_step, label=ax is ax_loss)
         ax.legend(fontsize=7)
     ax_icl.set_title("In-context learning score (band: +- 2 standard errors over windows) and validation loss")
     return fig
@@ -179,7 +170,7 @@ def make_head_scores(curves: Curves, summary: dict, seed: str, uniform_baseline:
                       f"({values[-1, b_best, h_best]:+.2f})")
         ax.set_ylabel(label)
         _shade(ax, {seed: summary})
-        _step_axis(ax, steps, label=ax is axes[-1])
+        step_axis(ax, steps, label=ax is axes[-1])
     axes[0].axhline(uniform_baseline, color="grey", ls=":", label=f"uniform attention: {uniform_baseline:.3f}")
     axes[1].axhline(0, color="grey", lw=0.8)
     for ax in axes:

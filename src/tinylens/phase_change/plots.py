@@ -12,16 +12,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from tinylens.dynamics.phases import log_position_derivative
-from tinylens.plots import plt
-
-
-def _step_axis(ax, steps: np.ndarray, label: bool = True) -> None:
-    first = float(steps[steps > 0].min())
-    ax.set_xscale("symlog", linthresh=first, linscale=0.3)
-    ax.set_xlim(0, float(steps.max()) * 1.05)
-    if label:
-        ax.set_xlabel(f"training step (log; linear below {first:g})")
-    ax.grid(alpha=0.3)
+from tinylens.plots import plt, step_axis
 
 
 def _shade(ax, summary: dict, color: str) -> None:
@@ -61,7 +52,7 @@ def make_curves(curves: Mapping[str, dict], heads: Mapping[str, dict], summaries
     axes[3].axhline(0, color="k", lw=0.8)
     for ax in axes:
         ax.legend(fontsize=6.5, loc="best")
-    _step_axis(axes[-1], np.concatenate([c["step"] for c in curves.values()]))
+    step_axis(axes[-1], np.concatenate([c["step"] for c in curves.values()]), linscale=0.3)
     fig.suptitle("The induction-head phase change (shaded: detected window)")
     fig.tight_layout()
     return fig
@@ -142,6 +133,6 @@ def make_energy_kl(curves: Mapping[str, dict], summaries: Mapping[str, dict]) ->
     axes[0].set_ylabel("interaction energy (final residual stream)")
     axes[1].set_ylabel("KL(model || unigram) (nats)")
     axes[0].legend(fontsize=7)
-    _step_axis(axes[1], np.concatenate([c["step"] for c in curves.values()]))
+    step_axis(axes[1], np.concatenate([c["step"] for c in curves.values()]), linscale=0.3)
     fig.tight_layout()
     return fig
