@@ -76,9 +76,13 @@ def run_snakemake(repo, workdir, *args, config=(), check=True):
     return proc
 
 
+def _test_run_config(corpus: Path) -> list[str]:
+    return ["preset=test", f"corpus_url={corpus}"]
+
+
 @pytest.fixture(scope="session")
 def test_config(corpus_path):
-    return ["preset=test", f"corpus_url={corpus_path}"]
+    return _test_run_config(corpus_path)
 
 
 @pytest.fixture(scope="session")
@@ -116,7 +120,7 @@ class BackgroundRun:
     def __init__(self, cmd: list[str], workdir: Path, nice: int = 10):
         self.workdir = workdir
         self.stdout, self.stderr = (workdir.parent / f"{workdir.name}.{kind}" for kind in ("stdout", "stderr"))
-        self.started = time.monotonic()
+        self.started, self.wall = time.monotonic(), None
         with open(self.stdout, "w") as out, open(self.stderr, "w") as err:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=err, start_new_session=True,
                                          preexec_fn=lambda: os.nice(nice))
@@ -124,11 +128,18 @@ class BackgroundRun:
     def wait(self, timeout: float | None = None) -> int:
         """The exit status; the wall time from start to finish is kept in ``self.wall``."""
         code = self.proc.wait(timeout=timeout)
-        self.wall = getattr(self, "wall", None) or time.monotonic() - self.started
+        if self.wall is None:
+            self.wall = time.monotonic() - self.started
         return code
 
     def output(self) -> str:
         return self.stdout.read_text() + self.stderr.read_text()
+
+    def results(self) -> Path:
+        """The run's results/test once it has finished; the test fails with the end of its log if it failed."""
+        if self.wait() != 0:
+            pytest.fail(f"snakemake failed ({self.proc.returncode}); {self.stderr} ends:\n{self.output()[-5000:]}")
+        return self.workdir / "results/test"
 
     def stop(self) -> None:
         if self.proc.poll() is None:  # the session ended first: Snakemake removes its unfinished outputs
@@ -151,7 +162,7 @@ def _first_run_in_background(request, tmp_path_factory, _background):
     there), beside the tests that read no run: they go first and use about one core."""
     if _wanted(request.session.items, "finished_run") and _corpus_file().is_file():
         workdir = tmp_path_factory.mktemp("workflow")
-        config = ["preset=test", f"corpus_url={_corpus_file().resolve()}"]
+        config = _test_run_config(_corpus_file().resolve())
         _background["finished_run"] = BackgroundRun(snakemake_cmd(REPO, workdir, config=config), workdir, nice=0)
 
 
@@ -159,10 +170,7 @@ def _first_run_in_background(request, tmp_path_factory, _background):
 def finished_run(repo, tmp_path_factory, test_config, request, _background):
     """The whole `test` preset, run once for this session (shared by the workflow and DVC tests). When it
     finishes, the runs the collected tests need besides it start in the background."""
-    first = _background["finished_run"]
-    if first.wait() != 0:
-        pytest.fail(f"snakemake failed ({first.proc.returncode}); {first.stderr} ends:\n{first.output()[-5000:]}")
-    workdir = first.workdir
+    results = _background["finished_run"].results()
     items = request.session.items
     if _wanted(items, "second_run"):
         second = tmp_path_factory.mktemp("second_run")
@@ -171,16 +179,13 @@ def finished_run(repo, tmp_path_factory, test_config, request, _background):
         import slurm_cluster
 
         _background["slurm_run"] = slurm_cluster.SlurmRun.start(repo, tmp_path_factory.mktemp("slurm"), test_config)
-    return workdir / "results/test"
+    return results
 
 
 @pytest.fixture(scope="session")
 def second_run(finished_run, _background):
     """A second run of the whole `test` preset in a directory of its own (identical bytes expected)."""
-    run = _background["second_run"]
-    if run.wait() != 0:
-        pytest.fail(f"snakemake failed ({run.proc.returncode}); {run.stderr} ends:\n{run.output()[-5000:]}")
-    return run.workdir / "results/test"
+    return _background["second_run"].results()
 
 
 @pytest.fixture(scope="session")
