@@ -63,7 +63,8 @@ def test_every_family_package_is_laid_out_the_same_way():
 #: Scripts that only read tables and draw or summarise them: they start without torch, whose import
 #: (2-3 CPU-s) is most of such a job's cost. The library imports torch inside the functions that use it.
 TORCH_FREE = (
-    "build_strings", "circuits_summary", "download_corpus", "dynamics_summary", "findings", "hellinger_summary",
+    "build_strings", "circuits_summary", "download_corpus", "dynamics_summary", "external_dynamics_summary",
+    "external_findings", "findings", "hellinger_summary",
     "paper_comparison", "paper_prompts", "phase_change_summary", "summarize_attention", "summarize_superposition",
     "supporting_metrics", "tokenize", "training_summary", *(p.stem for p in SCRIPTS if p.stem.startswith("plot_")),
 )

@@ -78,6 +78,19 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 
+#: The sections of an external model's findings (``results/<preset>/external/<model>/findings.md``): the
+#: families its rules run, the same modules and sentences as ours; the onset and the checkpoints' integrity
+#: from its ``metrics/dynamics.json`` (tinylens.phase_change.onset).
+EXTERNAL_FAMILIES: tuple[Family, ...] = (
+    Family("onset", "The checkpoints and the induction-head onset (method.md §8b, §13)", "tinylens.phase_change.onset",
+           {"dynamics": ("metrics/dynamics.json", "external_dynamics_summary")}),
+    Family("dynamics", "Training dynamics (method.md §8)", "tinylens.dynamics.summary",
+           {"dynamics": ("metrics/dynamics.json", "external_dynamics_summary")}),
+    Family("circuits", "Composition between heads (method.md §9)", "tinylens.circuits.summary",
+           {"circuits": ("metrics/circuits.json", "external_circuits_summary")}),
+)
+
+
 class MissingMetric(LookupError):
     """A key a family's sentences need is not in its metrics file."""
 
@@ -156,6 +169,16 @@ def findings_document(root: Path, preset: str, families: Sequence[Family] = FAMI
     return (f"# Findings of the `{preset}` run\n\nEvery number below is formatted from this run's metrics files "
             f"(`results/{preset}/metrics/`); the wording of every claim is chosen by the data "
             f"(`tinylens.findings`).\n\n" + render(root, families, "##"))
+
+
+def external_findings_document(root: Path, preset: str, name: str, model: str,
+                               families: Sequence[Family] = EXTERNAL_FAMILIES) -> str:
+    """``results/<preset>/external/<name>/findings.md`` of an external model (``model``: its hub name or folder):
+    a title, then :func:`render` of its families (the model is the one seed of its metrics files)."""
+    return (f"# Findings on the external model `{name}` ({model}), `{preset}` preset\n\nEvery number below is "
+            f"formatted from this model's metrics files (`results/{preset}/external/{name}/metrics/`; the model is "
+            f"seed 0 of them); the wording of every claim is chosen by the data (`tinylens.findings`).\n\n"
+            + render(root, families, "##"))
 
 
 # --- the committed snapshot and README.md's block ----------------------------------------------------------
