@@ -1,6 +1,6 @@
 # Shared by every stage: the active preset, output paths, wildcard constraints, resources.
 from tinylens.config import active_preset, all_seeds, seed_train_settings
-from tinylens.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
+from tinylens.core.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
 from tinylens.model_config import MODEL_FILES, VECTOR_KINDS
 from tinylens.resources import STRING_BYTES, STRING_VALUE_BYTES, per_row, table_rows, width_factor
 from tinylens.findings import FAMILIES
@@ -22,7 +22,7 @@ wildcard_constraints:
 TRAIN = SETTINGS["train"]
 ANALYSIS = SETTINGS["analysis"]
 ORIGINAL, *ALTERNATES = SEEDS  # the alternates this preset trains (presets.<name>.alternate_seeds)
-MODES = list(PROMPT_MODES)  # defined once, in tinylens.strings
+MODES = list(PROMPT_MODES)  # defined once, in tinylens.core.strings
 TUNED_MODES = list(TUNING_MODES)  # the modes with tuning prompts; the paper mode uses the corpus mode's values
 N_LAYER = SETTINGS["model"]["n_layer"]
 PROMPT_SETS = [f"prompts_{mode}" for mode in MODES]

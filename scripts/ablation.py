@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tinylens.corpus import CharTokenizer
+from tinylens.core.corpus import CharTokenizer
 from tinylens.jobs import job
 from tinylens.supporting.ablation import ablation_distances, ablation_rows
 from tinylens.supporting.inputs import extend_columns, prompt_sets

@@ -3,10 +3,10 @@ held-out prompts of the original model (rule approx_robustness, method.md §7)."
 
 from pathlib import Path
 
-from tinylens.approx import paper_setting
-from tinylens.corpus import load_ids
+from tinylens.core.approx import paper_setting
+from tinylens.core.corpus import load_ids
+from tinylens.core.search import threshold_edges
 from tinylens.jobs import job
-from tinylens.search import threshold_edges
 from tinylens.supporting.robustness import RobustnessSettings, run_variants
 from tinylens.supporting.schemas import robustness_schema
 from tinylens.tables import write_table

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tinylens.activations import load_block
+from tinylens.core.activations import load_block
+from tinylens.core.strings import load_prompts
 from tinylens.jobs import job
-from tinylens.strings import load_prompts
 from tinylens.supporting.contributions import block_contributions, summarize_contributions
 from tinylens.supporting.inputs import extend_columns
 from tinylens.supporting.schemas import CONTRIBUTIONS_SCHEMA

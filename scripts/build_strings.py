@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from tinylens.corpus import CharTokenizer, load_ids
+from tinylens.core.corpus import CharTokenizer, load_ids
+from tinylens.core.strings import build_strings, prompt_sets, save_prompts, save_strings
 from tinylens.jobs import job
-from tinylens.strings import build_strings, prompt_sets, save_prompts, save_strings
 
 with job(snakemake) as j:
     p, out = j.params, j.output

@@ -2,11 +2,18 @@
 
 from pathlib import Path
 
-from tinylens.activations import load_block
-from tinylens.case_studies import MATCHES_SCHEMA, check_prompts, find_matches, match_rows, prompt_activations, summarize
-from tinylens.corpus import CharTokenizer
+from tinylens.core.activations import load_block
+from tinylens.core.case_studies import (
+    MATCHES_SCHEMA,
+    check_prompts,
+    find_matches,
+    match_rows,
+    prompt_activations,
+    summarize,
+)
+from tinylens.core.corpus import CharTokenizer
+from tinylens.core.strings import load_strings
 from tinylens.jobs import job
-from tinylens.strings import load_strings
 from tinylens.tables import write_table
 from tinylens.weights import load_model
 

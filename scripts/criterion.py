@@ -6,13 +6,13 @@ from pathlib import Path
 import numpy as np
 
 import tinylens.supporting.criterion as crit
-from tinylens.activations import load_block
-from tinylens.approx import grid_index, select_thresholds, summary_for_prompts
-from tinylens.corpus import CharTokenizer
+from tinylens.core.activations import load_block
+from tinylens.core.approx import grid_index, select_thresholds, summary_for_prompts
+from tinylens.core.corpus import CharTokenizer
+from tinylens.core.search import cumulative, threshold_edges
+from tinylens.core.strings import load_prompts
 from tinylens.jobs import job
 from tinylens.model_config import load_config
-from tinylens.search import cumulative, threshold_edges
-from tinylens.strings import load_prompts
 from tinylens.supporting.inputs import load_subspaces
 from tinylens.supporting.schemas import criterion_schema
 from tinylens.tables import write_table

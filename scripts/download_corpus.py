@@ -1,6 +1,6 @@
 """Fetch the corpus from config's corpus_url and verify its sha256 (rule download_corpus)."""
 
-from tinylens.corpus import fetch_corpus
+from tinylens.core.corpus import fetch_corpus
 from tinylens.jobs import job
 
 with job(snakemake) as j:

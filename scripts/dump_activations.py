@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from tinylens.activations import dump_activations
-from tinylens.corpus import CharTokenizer
+from tinylens.core.activations import dump_activations
+from tinylens.core.corpus import CharTokenizer
+from tinylens.core.strings import load_prompts, load_strings
 from tinylens.jobs import job
-from tinylens.strings import load_prompts, load_strings
 from tinylens.weights import load_model
 
 with job(snakemake) as j:

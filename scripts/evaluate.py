@@ -2,10 +2,9 @@
 
 from pathlib import Path
 
-from tinylens.activations import load_logits
-from tinylens.approx import (
+from tinylens.core.activations import load_logits
+from tinylens.core.approx import (
     evaluate,
-    evaluation_summary,
     hellinger_schema,
     in_train_text,
     paper_setting,
@@ -13,10 +12,11 @@ from tinylens.approx import (
     summary_for_prompts,
     tuned_setting,
 )
+from tinylens.core.search import cumulative, threshold_edges
+from tinylens.core.strings import load_prompts, load_strings
+from tinylens.core.summary import evaluation_summary
 from tinylens.jobs import job
 from tinylens.model_config import load_config
-from tinylens.search import cumulative, threshold_edges
-from tinylens.strings import load_prompts, load_strings
 from tinylens.tables import write_table
 
 with job(snakemake) as j:

@@ -3,7 +3,7 @@
 
 from pathlib import Path
 
-from tinylens.corpus import CharTokenizer
+from tinylens.core.corpus import CharTokenizer
 from tinylens.jobs import job
 from tinylens.supporting.inputs import extend_columns, prompt_sets
 from tinylens.supporting.schemas import ENDPOINT_SCHEMA

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinylens.corpus import CharTokenizer
+from tinylens.core.corpus import CharTokenizer
 from tinylens.jobs import job
 from tinylens.supporting.inputs import extend_columns, prompt_sets
 from tinylens.supporting.layernorm import noise_experiment, scaling_deviation

@@ -1,6 +1,6 @@
 """Every prompt mode's Hellinger summaries side by side in one metrics JSON (rule hellinger_summary)."""
 
-from tinylens.approx import headline, side_by_side
+from tinylens.core.summary import headline, side_by_side
 from tinylens.jobs import job
 
 with job(snakemake) as j:

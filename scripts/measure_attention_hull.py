@@ -9,7 +9,7 @@ from tinylens.attention.hull import measure_hull
 from tinylens.attention.schemas import HULL_SCHEMA
 from tinylens.attention.summary import summarize_hull
 from tinylens.attention.trajectories import evenly_spaced_windows
-from tinylens.corpus import load_ids
+from tinylens.core.corpus import load_ids
 from tinylens.jobs import job
 from tinylens.tables import write_table
 from tinylens.weights import load_model

@@ -7,7 +7,7 @@ import torch
 from tinylens.attention.schemas import ABSORPTION_SCHEMA, DIAGONAL_SCHEMA, HEAD_SCHEMA
 from tinylens.attention.spectra import measure_heads
 from tinylens.attention.trajectories import evenly_spaced_windows
-from tinylens.corpus import load_ids
+from tinylens.core.corpus import load_ids
 from tinylens.jobs import job
 from tinylens.tables import write_table
 from tinylens.weights import load_model

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tinylens.corpus import CharTokenizer, load_ids
+from tinylens.core.corpus import CharTokenizer, load_ids
 from tinylens.dynamics.measure import measure_model
 from tinylens.dynamics.probes import MeasureSettings, make_probes
 from tinylens.dynamics.schemas import HEADS_SCHEMA, checkpoint_schema

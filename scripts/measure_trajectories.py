@@ -7,7 +7,7 @@ import torch
 from tinylens.attention.schemas import TRAJECTORY_SCHEMA
 from tinylens.attention.trajectories import depth_summary, evenly_spaced_windows, measure_trajectories
 from tinylens.attention.tuned_lens import load_lens, read_history, training_endpoints
-from tinylens.corpus import load_ids
+from tinylens.core.corpus import load_ids
 from tinylens.jobs import job
 from tinylens.tables import write_table
 from tinylens.weights import load_model

@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from tinylens.corpus import CharTokenizer, load_ids
+from tinylens.core.corpus import CharTokenizer, load_ids
+from tinylens.core.strings import paper_prompts, save_prompts
 from tinylens.jobs import job
-from tinylens.strings import paper_prompts, save_prompts
 
 with job(snakemake) as j:
     p, out = j.params, j.output

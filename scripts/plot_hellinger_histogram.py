@@ -1,8 +1,8 @@
 """Figure: histogram of per-prompt Hellinger distances, approximation and alternates (rule plot_hellinger_histogram)."""
 
-from tinylens.approx import evaluation_columns
+from tinylens.core.approx import evaluation_columns
+from tinylens.core.plots import make_hellinger_histogram
 from tinylens.jobs import job
-from tinylens.plots import make_hellinger_histogram
 
 with job(snakemake) as j:
     p = j.params

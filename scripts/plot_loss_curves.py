@@ -1,8 +1,8 @@
 """Figure: train and validation loss of every seed over training (rule plot_loss_curves)."""
 
+from tinylens.core.plots import make_loss_curves
+from tinylens.core.training_log import load_loss_curve
 from tinylens.jobs import job
-from tinylens.plots import make_loss_curves
-from tinylens.training_log import load_loss_curve
 
 with job(snakemake) as j:
     curves = {seed: load_loss_curve(path) for seed, path in zip(j.params.seeds, j.input.losses, strict=True)}

@@ -1,8 +1,8 @@
 """Figure: mean Hellinger against the threshold, each block alone (rule plot_threshold_sweep)."""
 
-from tinylens.approx import load_sweep
+from tinylens.core.approx import load_sweep
+from tinylens.core.plots import make_threshold_sweep
 from tinylens.jobs import job
-from tinylens.plots import make_threshold_sweep
 
 with job(snakemake) as j:
     p, inp = j.params, j.input

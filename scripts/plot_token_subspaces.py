@@ -1,6 +1,6 @@
 """Figure: token subspaces, their sigma ratios, single-direction and two-token checks (rule plot_token_subspaces)."""
 
-from tinylens.corpus import CharTokenizer
+from tinylens.core.corpus import CharTokenizer
 from tinylens.jobs import job
 from tinylens.supporting.plots import make_token_subspaces
 from tinylens.supporting.schemas import load_subspace_tokens, mixtures_schema

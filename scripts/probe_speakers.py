@@ -6,7 +6,7 @@ from pathlib import Path
 from tinylens.attention.probes import choose_speakers, passages, pooled_features, probe_by_depth
 from tinylens.attention.schemas import PASSAGE_SCHEMA, PROBE_SCHEMA
 from tinylens.attention.summary import summarize_probes
-from tinylens.corpus import CharTokenizer, load_ids
+from tinylens.core.corpus import CharTokenizer, load_ids
 from tinylens.jobs import job
 from tinylens.tables import write_table
 from tinylens.weights import load_model

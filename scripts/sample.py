@@ -3,9 +3,9 @@
 from pathlib import Path
 
 from tinylens.atomic import write_text
-from tinylens.corpus import CharTokenizer
+from tinylens.core.corpus import CharTokenizer
+from tinylens.core.sampling import sample_text
 from tinylens.jobs import job
-from tinylens.sampling import sample_text
 from tinylens.weights import load_model
 
 with job(snakemake) as j:

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tinylens.activations import load_block
+from tinylens.core.activations import load_block
+from tinylens.core.search import CountsCSR, search_prompts, threshold_edges, write_summary
+from tinylens.core.strings import load_prompts, load_strings, prompt_shard
 from tinylens.jobs import job
 from tinylens.model_config import load_config
-from tinylens.search import CountsCSR, search_prompts, threshold_edges, write_summary
-from tinylens.strings import load_prompts, load_strings, prompt_shard
 
 with job(snakemake) as j:
     p, inp = j.params, j.input

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from tinylens.circuits.schemas import SYMMETRY_SCHEMA
 from tinylens.circuits.symmetry import make_transforms, symmetry_test, token_windows
-from tinylens.corpus import load_ids
+from tinylens.core.corpus import load_ids
 from tinylens.jobs import job
 from tinylens.tables import write_table
 from tinylens.weights import load_model

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinylens.corpus import CharTokenizer
+from tinylens.core.corpus import CharTokenizer
 from tinylens.jobs import job
 from tinylens.supporting.inputs import save_subspaces
 from tinylens.supporting.schemas import mixtures_schema, tokens_schema

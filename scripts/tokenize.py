@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tinylens.corpus import prepare_corpus, save_ids
+from tinylens.core.corpus import prepare_corpus, save_ids
 from tinylens.jobs import job
 
 with job(snakemake) as j:

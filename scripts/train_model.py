@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from tinylens.config import model_config, train_config
-from tinylens.corpus import CharTokenizer, load_ids
+from tinylens.core.corpus import CharTokenizer, load_ids
 from tinylens.jobs import job
 from tinylens.train import publish, train
 

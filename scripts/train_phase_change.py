@@ -1,6 +1,6 @@
 """Train one phase-change run, measuring every checkpoint on the fixed probes (rule phase_change_run)."""
 
-from tinylens.corpus import CharTokenizer, load_ids
+from tinylens.core.corpus import CharTokenizer, load_ids
 from tinylens.jobs import job
 from tinylens.phase_change.data import ProbeSettings, make_probes
 from tinylens.phase_change.run import RunSettings, train_run

@@ -6,7 +6,7 @@ import torch
 
 from tinylens.attention.trajectories import collect_positions, evenly_spaced_windows
 from tinylens.attention.tuned_lens import LensTraining, save_lens, train_tuned_lens, training_endpoints, write_history
-from tinylens.corpus import load_ids
+from tinylens.core.corpus import load_ids
 from tinylens.jobs import job
 from tinylens.weights import load_model
 

@@ -2,12 +2,12 @@
 
 from pathlib import Path
 
-from tinylens.activations import load_logits
-from tinylens.approx import save_sweep, softmax, summary_for_prompts, tuning_report
+from tinylens.core.activations import load_logits
+from tinylens.core.approx import save_sweep, softmax, summary_for_prompts, tuning_report
+from tinylens.core.search import cumulative, threshold_edges
+from tinylens.core.strings import load_prompts
 from tinylens.jobs import job
 from tinylens.model_config import load_config
-from tinylens.search import cumulative, threshold_edges
-from tinylens.strings import load_prompts
 
 with job(snakemake) as j:
     p, inp, out = j.params, j.input, j.output

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tinylens.corpus import CharTokenizer
+from tinylens.core.corpus import CharTokenizer
 from tinylens.jobs import job
 from tinylens.supporting.inputs import prompt_tokens
 from tinylens.supporting.vector_sums import vector_sum_paths

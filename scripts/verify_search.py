@@ -4,12 +4,12 @@
 from functools import partial
 from pathlib import Path
 
-from tinylens.activations import load_block
+from tinylens.core.activations import load_block
+from tinylens.core.search import load_summary, threshold_edges
+from tinylens.core.strings import load_prompts, load_strings
+from tinylens.core.verification import sample_prompt_ids, verify_search
 from tinylens.jobs import job
 from tinylens.model_config import load_config
-from tinylens.search import load_summary, threshold_edges
-from tinylens.strings import load_prompts, load_strings
-from tinylens.verification import sample_prompt_ids, verify_search
 
 with job(snakemake) as j:
     p, inp = j.params, j.input

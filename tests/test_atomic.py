@@ -118,7 +118,7 @@ def test_dvc_ignores_byte_code_numba_cache_and_temporaries(repo):
                "src/tinylens/circuits/__pycache__/x.cpython-312.pyc",
                f"results/test/search/corpus/.tmp-shard_1-of-2.parquet.{atomic._host()}.{dead_pid()}.abc",
                "results/test/models/seed1.partial/.tmp-resume.pt.h.1.x"]
-    kept = ["src/tinylens/search.py", "scripts/evaluate.py", "results/test/search/corpus/shard_1-of-2.parquet"]
+    kept = ["src/tinylens/core/search.py", "scripts/evaluate.py", "results/test/search/corpus/shard_1-of-2.parquet"]
     proc = subprocess.run([sys.executable, "-m", "dvc", "check-ignore", "--non-matching", "--details", *ignored, *kept],
                           cwd=repo, capture_output=True, text=True)
     verdict = {line.rsplit("\t", 1)[1]: not line.startswith("::") for line in proc.stdout.splitlines()}

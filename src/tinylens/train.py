@@ -54,10 +54,10 @@ import torch
 from tqdm.auto import tqdm
 
 from tinylens.atomic import atomic_path, replace_dir, write_json
+from tinylens.core.training_log import LOSS_COLUMNS, LOSS_SCHEMA
 from tinylens.model import ModelConfig, Transformer
 from tinylens.tables import write_csv
 from tinylens.train_config import BATCH_SAMPLINGS, PRECISIONS, Phase, TrainConfig
-from tinylens.training_log import LOSS_COLUMNS, LOSS_SCHEMA
 from tinylens.weights import checkpoint_path, save_model, save_weights
 
 log = logging.getLogger(__name__)

@@ -7,13 +7,12 @@ definition (NumPy or torch, so the weight fit differentiates through the
 same function); :func:`approximate` applies it to the search summary's
 cumulative counts ``above[prompt block threshold vocab]`` (counts of strings
 with cosine > edge_k), where a threshold is an index into the edge grid, and
-:mod:`tinylens.case_studies` to explicit match lists. Distances are
+:mod:`tinylens.core.case_studies` to explicit match lists. Distances are
 :func:`tinylens.measures.hellinger`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -132,16 +131,6 @@ def single_block_sweep(above: np.ndarray, q: np.ndarray) -> np.ndarray:
     return out
 
 
-def describe(values: np.ndarray) -> dict[str, float]:
-    """Mean, std, min, max and quartiles, rounded for JSON; ``{"n": 0}`` for no values."""
-    v = np.asarray(values, dtype=np.float64)
-    if len(v) == 0:
-        return {"n": 0}
-    q25, q50, q75 = np.percentile(v, [25, 50, 75])
-    stats = {"mean": v.mean(), "std": v.std(), "min": v.min(), "max": v.max(), "q25": q25, "median": q50, "q75": q75}
-    return {**{k: round(float(x), 6) for k, x in stats.items()}, "n": len(v)}
-
-
 def grid_index(values: Sequence[float], edges: np.ndarray) -> np.ndarray:
     """Indices of threshold values on the edge grid; a value off the grid is an error.
 
@@ -236,7 +225,7 @@ def summary_for_prompts(paths: Sequence, prompt_ids: Sequence[int], n_blocks: in
                         ) -> tuple[np.ndarray, np.ndarray]:
     """The search shards' binned ``(matches [P blocks bins], counts [P blocks bins vocab])`` in the order of
     ``prompt_ids`` (the prompt table's), refusing shards whose prompt ids do not line up with it."""
-    from tinylens.search import load_summary
+    from tinylens.core.search import load_summary
 
     ids, matches, counts = load_summary(paths, n_blocks, n_bins, vocab_size)
     rows = align_ids(ids, np.asarray(prompt_ids), f"the search summary of {[str(p) for p in paths]}",
@@ -302,98 +291,3 @@ def in_train_text(prompts: Sequence[str], strings: Sequence[str], in_train: np.n
     if missing:
         raise ValueError(f"prompts {missing[:5]} are not in the string table; the tables are from different runs")
     return np.asarray(in_train, dtype=bool)[[index[p] for p in prompts]]
-
-
-def evaluation_summary(columns: Mapping[str, np.ndarray], splits, in_train: np.ndarray, alternates: Sequence[int],
-                       tuned: Mapping, mode: str, tuned_with: str | None = None) -> dict:
-    """Summary of one mode on the evaluation prompts: the approximation, the paper's values, the alternates,
-    and the approximation split by whether the prompt occurs verbatim in the train text. ``tuned_with``:
-    the mode whose tuning prompts gave ``tuned`` (default ``mode`` itself)."""
-    on_eval = split_masks(splits)["eval"]
-    h = np.asarray(columns["hellinger_approx"])
-    seen = np.asarray(in_train, dtype=bool)
-    summary = {
-        "mode": mode,
-        "split": "eval",
-        "approximation": describe(h[on_eval]),
-        "alternates": {str(s): describe(columns[f"hellinger_seed{s}"][on_eval]) for s in alternates},
-        "no_match_prompts": int(np.asarray(columns["no_match"])[on_eval].sum()),
-        # Prompts that occur verbatim in the train text match themselves among the searched strings.
-        "verbatim_in_train": {
-            "share": round(float(seen[on_eval].mean()), 6) if on_eval.any() else None,
-            "approximation_in_train": describe(h[on_eval & seen]),
-            "approximation_not_in_train": describe(h[on_eval & ~seen]),
-        },
-        "thresholds": list(tuned["thresholds"]),
-        "weights": list(tuned["weights"]),
-        "tuned_with": tuned_with or mode,
-    }
-    if not np.isnan(columns["hellinger_paper_values"]).all():
-        summary["paper_values"] = describe(np.asarray(columns["hellinger_paper_values"])[on_eval])
-    return summary
-
-
-#: Published numbers to compare with (method.md §6), for the side-by-side summary.
-PAPER_REFERENCE = {
-    "approximation_mean": 0.1677, "approximation_std": 0.1215,
-    "alternates_mean": {"1442": 0.1064, "88": 0.1057, "99999": 0.1053},
-}
-
-
-def headline(per_mode: dict[str, dict], training: dict) -> dict[str, float]:
-    """The few numbers `dvc metrics show` prints: Hellinger means per mode and the validation losses."""
-    return {**side_by_side(per_mode)["headline"], "val_loss_original": training["val_loss_original"],
-            "val_loss_mean": training["val_loss_mean"]}
-
-
-def side_by_side(per_mode: dict[str, dict]) -> dict:
-    """The headline numbers of every mode in one flat table, plus the per-mode details."""
-    headline = {}
-    for mode, s in per_mode.items():
-        headline[f"{mode}_approximation_mean"] = s["approximation"]["mean"]
-        headline[f"{mode}_approximation_std"] = s["approximation"]["std"]
-        if "paper_values" in s:
-            headline[f"{mode}_paper_values_mean"] = s["paper_values"]["mean"]
-        alternates = [v["mean"] for v in s["alternates"].values()]
-        if alternates:
-            headline[f"{mode}_alternates_mean"] = round(float(np.mean(alternates)), 6)
-        verbatim = s.get("verbatim_in_train")
-        if verbatim and verbatim["share"] is not None:
-            headline[f"{mode}_in_train_share"] = verbatim["share"]
-            for group in ("in_train", "not_in_train"):
-                if verbatim[f"approximation_{group}"]["n"]:
-                    headline[f"{mode}_approximation_mean_{group}"] = verbatim[f"approximation_{group}"]["mean"]
-    return {"headline": headline, "paper": PAPER_REFERENCE, "modes": per_mode}
-
-
-def findings(documents: Mapping[str, object]) -> list[str]:
-    """The core's sentences of the run's findings (tinylens.findings): the models' losses, and the
-    approximation against the model and the noise floor on the paper's prompts and on held-out prompts.
-    ``documents``: ``training`` (metrics/training.json), ``hellinger`` (metrics/hellinger.json)."""
-    from tinylens.findings import get, num, span
-
-    models = get(documents["training"], "models")
-    val = [get(m, "val_loss") for m in models.values()]
-    steps = sorted({get(m, "steps") for m in models.values()})
-    out = [f"{len(models)} models (seeds {', '.join(models)}) trained for {span(steps)} steps reach a validation "
-           f"loss of {span(val, 4)} nats."]
-    modes = get(documents["hellinger"], "modes")
-    for mode, what in (("paper", "the paper's own prompts with the paper's thresholds and weights"),
-                       ("heldout", "held-out prompts with thresholds and weights tuned on other held-out prompts")):
-        if mode not in modes:
-            continue
-        h = get(modes, mode, "paper_values" if mode == "paper" else "approximation")
-        mean, se = get(h, "mean"), get(h, "std") / math.sqrt(max(get(h, "n"), 1))
-        alternates = [get(a, "mean") for a in get(modes, mode, "alternates").values()]
-        paper = f"; the paper: {PAPER_REFERENCE['approximation_mean']} over its 20,000 prompts" if mode == "paper" else ""
-        sentence = (f"On {get(h, 'n')} of {what}, the approximation's mean Hellinger distance from the model is "
-                    f"{num(mean)} (standard error {num(se, 2)}{paper})")
-        if alternates:
-            floor = max(alternates)
-            relation = ("further from the model than" if mean - 2 * se > floor else
-                        "closer to the model than" if mean + 2 * se < min(alternates) else
-                        "as close to the model as")
-            sentence += (f"; a differently seeded model is {span(alternates)} away, so the approximation is "
-                         f"{relation} another seed of the same model (by two standard errors)")
-        out.append(sentence + ".")
-    return out

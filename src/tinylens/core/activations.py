@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 import torch
 from tqdm.auto import tqdm
 
-from tinylens.corpus import CharTokenizer
+from tinylens.core.corpus import CharTokenizer
 from tinylens.interventions import hook_name, run
 from tinylens.model import Transformer
 from tinylens.model_config import VECTOR_KINDS

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tinylens.search import search_block_bruteforce
+from tinylens.core.search import search_block_bruteforce
 
 
 def sample_prompt_ids(prompt_ids: Sequence[int], n: int, seed: int, salt: str = "") -> np.ndarray:
@@ -42,7 +42,7 @@ def verify_search(sample_ids: np.ndarray, summary_ids: np.ndarray, matches: np.n
     """Compare the search summary of the sampled prompts with the dense float64 brute force, block by block.
 
     summary_ids, matches ``[P blocks bins]``, counts ``[P blocks bins vocab]``: the search summary
-    (:func:`tinylens.search.load_summary`); prompt_ids: the prompt table's ids, whose row order
+    (:func:`tinylens.core.search.load_summary`); prompt_ids: the prompt table's ids, whose row order
     ``prompt_block(b)`` (``[prompts d_model]``) follows; ``string_block(b)``: ``[strings d_model]``.
     Returns a JSON-able report; ``equal`` is true only if every sampled prompt agrees in every block.
     """

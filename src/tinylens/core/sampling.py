@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tinylens.corpus import CharTokenizer
+from tinylens.core.corpus import CharTokenizer
 from tinylens.model import Transformer
 
 

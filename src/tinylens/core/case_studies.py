@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from tinylens.approx import combine
-from tinylens.corpus import CharTokenizer
+from tinylens.core.approx import combine
+from tinylens.core.corpus import CharTokenizer
 from tinylens.interventions import record_activations
 from tinylens.measures import cosine_matrix, hellinger, softmax
 from tinylens.model import Transformer
@@ -83,7 +83,7 @@ def find_matches(prompt_vectors: np.ndarray, string_blocks: Callable[[int], np.n
 
 def approximation(matches_per_block: Sequence[Matches], counts: np.ndarray, thresholds: Sequence[float],
                   weights: Sequence[float]) -> tuple[np.ndarray, list[int]]:
-    """Distribution from the strings above each block's threshold (:func:`tinylens.approx.combine`);
+    """Distribution from the strings above each block's threshold (:func:`tinylens.core.approx.combine`);
     and the number of those strings per block."""
     chosen = [idx[cos > t] for (idx, cos), t in zip(matches_per_block, thresholds, strict=True)]
     per_block = np.stack([counts[c].sum(axis=0, dtype=np.float64) for c in chosen])  # [blocks vocab]
