@@ -4,7 +4,6 @@ from pathlib import Path
 
 from tinylens.core.activations import load_block
 from tinylens.core.case_studies import (
-    MATCHES_SCHEMA,
     check_prompts,
     find_matches,
     match_rows,
@@ -12,6 +11,7 @@ from tinylens.core.case_studies import (
     summarize,
 )
 from tinylens.core.corpus import CharTokenizer
+from tinylens.core.schemas import MATCHES_SCHEMA
 from tinylens.core.strings import load_strings
 from tinylens.jobs import job
 from tinylens.tables import write_table

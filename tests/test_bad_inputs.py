@@ -81,7 +81,8 @@ def _resume_other_threads(config):
 
 
 def _dump_of_other_prompts(config):
-    from tinylens.core.activations import STRINGS_KEY, load_logits, logits_schema, strings_digest
+    from tinylens.core.activations import STRINGS_KEY, load_logits, strings_digest
+    from tinylens.core.schemas import logits_schema
     from tinylens.tables import table_writer
 
     directory = Path("results/test/activations/seed1337/prompts_corpus")

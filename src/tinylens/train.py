@@ -54,7 +54,8 @@ import torch
 from tqdm.auto import tqdm
 
 from tinylens.atomic import atomic_path, replace_dir, write_json
-from tinylens.core.training_log import LOSS_COLUMNS, LOSS_SCHEMA
+from tinylens.core.schemas import LOSS_SCHEMA
+from tinylens.core.training_log import LOSS_COLUMNS
 from tinylens.model import ModelConfig, Transformer
 from tinylens.tables import write_csv
 from tinylens.train_config import BATCH_SAMPLINGS, PRECISIONS, Phase, TrainConfig

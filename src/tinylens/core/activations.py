@@ -34,10 +34,11 @@ import torch
 from tqdm.auto import tqdm
 
 from tinylens.core.corpus import CharTokenizer
+from tinylens.core.schemas import block_schema, logits_schema
 from tinylens.interventions import hook_name, run
 from tinylens.model import Transformer
 from tinylens.model_config import VECTOR_KINDS
-from tinylens.tables import REMEDY, Schema, open_table, read_fixed_list, table_writer
+from tinylens.tables import REMEDY, open_table, read_fixed_list, table_writer
 
 #: Strings per forward pass on a CPU. The feed-forward intermediates of 512 strings of 10 characters at
 #: d_model 64 (512 x 10 x 256 float32, 5 MB) stay in cache; 4,096 at once cost about 1.5x the CPU time
@@ -69,17 +70,6 @@ def _check_rows(path: Path, file: pq.ParquetFile, strings: Sequence[str] | None)
     if found.decode() != strings_digest(strings):
         raise ValueError(f"{path} was dumped for other strings than its table's ({len(strings):,} rows each, "
                          f"different text or order): it is from another run, prompt mode or prompt sample; {REMEDY}")
-
-
-def block_schema(kinds: Sequence[str], d_model: int) -> Schema:
-    unknown = set(kinds) - set(VECTOR_KINDS)
-    if unknown:
-        raise ValueError(f"unknown activation kinds {sorted(unknown)}; choose from {VECTOR_KINDS}")
-    return Schema("activations", {k: pa.list_(pa.float32(), d_model) for k in kinds})
-
-
-def logits_schema(vocab_size: int) -> Schema:
-    return Schema("logits", {"logits": pa.list_(pa.float32(), vocab_size)})
 
 
 def block_path(directory: str | Path, block: int) -> Path:

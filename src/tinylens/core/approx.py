@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
 from tqdm.auto import tqdm
 
+from tinylens.core.schemas import SWEEP_SCHEMA, hellinger_schema
 from tinylens.measures import hellinger, softmax  # noqa: F401  (re-exported: one definition)
-from tinylens.tables import Schema, align_ids, read_csv, write_csv
+from tinylens.tables import align_ids, read_csv, write_csv
 
 if TYPE_CHECKING:  # torch is imported inside the functions that use it: jobs that only read tables skip it
     import torch
@@ -168,13 +168,6 @@ def mean_hellinger(above: np.ndarray, q: np.ndarray, thresholds, weights) -> flo
     return round(float(hellinger(approximate(above, thresholds, weights)[0], q).mean()), 6)
 
 
-SWEEP_SCHEMA = Schema("threshold sweep", {
-    "block": pa.int64(),  # 0-based
-    "threshold": pa.float64(),
-    "mean_hellinger": pa.float64(),  # of that block alone at that threshold, on the tuning prompts
-})
-
-
 def tuning_report(above: np.ndarray, q: np.ndarray, splits, edges: np.ndarray,
                   baseline: Mapping[str, Sequence[float]], rounds: int, mode: str, progress: bool = True
                   ) -> tuple[dict, dict[str, np.ndarray]]:
@@ -238,21 +231,6 @@ def summary_for_prompts(paths: Sequence, prompt_ids: Sequence[int], n_blocks: in
 def tuned_setting(tuned: Mapping, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(threshold indices, weights) of a ``tuned.json``."""
     return grid_index(tuned["thresholds"], edges), np.asarray(tuned["weights"], dtype=np.float64)
-
-
-def hellinger_schema(alternate_seeds, n_blocks: int):
-    columns = {
-        "prompt_id": pa.int32(),
-        "string": pa.string(),
-        "split": pa.string(),
-        "in_train": pa.bool_(),  # the prompt occurs verbatim in the train text
-        "hellinger_approx": pa.float64(),  # tuned approximation vs the original model
-        "hellinger_paper_values": pa.float64(),  # the paper's hand-tuned values vs the model (NaN if n_layer != 6)
-        "no_match": pa.bool_(),  # no string above threshold in any block: the approximation is uniform
-        "matches": pa.list_(pa.uint32(), n_blocks),  # strings above each block's tuned threshold
-    }
-    columns.update({f"hellinger_seed{s}": pa.float64() for s in alternate_seeds})  # alternate vs original
-    return Schema("hellinger", columns)
 
 
 def evaluation_columns(path, alternate_seeds, n_blocks: int, split: str | None = None) -> dict[str, np.ndarray]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import pyarrow as pa
 import torch
 
 from tinylens.core.approx import combine
@@ -14,14 +13,6 @@ from tinylens.core.corpus import CharTokenizer
 from tinylens.interventions import record_activations
 from tinylens.measures import cosine_matrix, hellinger, softmax
 from tinylens.model import Transformer
-from tinylens.tables import Schema
-
-MATCHES_SCHEMA = Schema("case-study matches", {
-    "prompt": pa.string(),
-    "block": pa.int8(),
-    "string": pa.string(),
-    "cosine": pa.float64(),  # exact float64 cosine of the two ffwd_out vectors
-})
 
 #: One block's matches of one prompt: (string indices, cosines), by decreasing cosine.
 Matches = tuple[np.ndarray, np.ndarray]

@@ -37,26 +37,16 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-import pyarrow as pa
 import torch
 from tqdm.auto import tqdm
 
+from tinylens.core.schemas import summary_schema
 from tinylens.measures import cosine_matrix
-from tinylens.tables import Schema
 
 
 def threshold_edges(start: float, step: float, count: int) -> np.ndarray:
     """Bin edges ``start, start+step, ...`` (rounded, so 0.95 is the float 0.95)."""
     return np.round(start + step * np.arange(count), 10)
-
-
-def summary_schema(n_bins: int, vocab_size: int) -> Schema:
-    return Schema("search summary", {
-        "prompt_id": pa.int32(),
-        "block": pa.int8(),
-        "bin_matches": pa.list_(pa.uint32(), n_bins),  # strings with cosine in each bin
-        "bin_counts": pa.list_(pa.uint32(), n_bins * vocab_size),  # [bins vocab] summed next-token counts
-    })
 
 
 @dataclass(frozen=True)

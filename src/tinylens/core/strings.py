@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
-from tinylens.tables import Schema, fixed_list_to_numpy, read_table, write_table
+from tinylens.core.schemas import PROMPTS_SCHEMA, strings_schema
+from tinylens.tables import fixed_list_to_numpy, read_table, write_table
 
 MODES = ("corpus", "heldout", "paper")
 #: Which text each mode searches and counts next tokens over: the whole text, or the train text only.
@@ -36,23 +36,6 @@ SEARCHED_TEXT = {"corpus": "whole", "heldout": "train", "paper": "whole"}
 TUNED_WITH = {"corpus": "corpus", "heldout": "heldout", "paper": "corpus"}
 #: Modes that tune their own thresholds and weights (they have tuning prompts).
 TUNING_MODES = tuple(m for m in MODES if TUNED_WITH[m] == m)
-
-
-def strings_schema(vocab_size: int) -> Schema:
-    return Schema("strings", {
-        "string": pa.string(),
-        "occurrences": pa.uint32(),
-        "next_counts": pa.list_(pa.uint32(), vocab_size),  # over the whole text (corpus mode)
-        "in_train": pa.bool_(),
-        "next_counts_train": pa.list_(pa.uint32(), vocab_size),  # over the train text (heldout mode)
-    })
-
-
-PROMPTS_SCHEMA = Schema("prompts", {
-    "prompt_id": pa.int32(),
-    "string": pa.string(),
-    "split": pa.string(),  # "tune" or "eval"
-})
 
 
 def window_keys(ids: np.ndarray, n: int, base: int) -> np.ndarray:

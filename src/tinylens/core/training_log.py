@@ -7,14 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
-from tinylens.tables import Schema, read_csv
+from tinylens.core.schemas import LOSS_SCHEMA
+from tinylens.tables import read_csv
 
-LOSS_SCHEMA = Schema("loss curve", {
-    "step": pa.int64(), "train_loss": pa.float64(), "val_loss": pa.float64(), "lr": pa.float64(),
-    "tokens_seen": pa.int64(), "elapsed_s": pa.float64(),
-})
 LOSS_COLUMNS = tuple(LOSS_SCHEMA.columns)
 #: Keys of metrics.json, documented in the README.
 METRICS_KEYS = (
