@@ -3,7 +3,7 @@ from tinylens.config import active_preset, all_seeds, seed_train_settings
 from tinylens.core.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
 from tinylens.model_config import MODEL_FILES, VECTOR_KINDS
 from tinylens.resources import STRING_BYTES, STRING_VALUE_BYTES, per_row, table_rows, width_factor
-from tinylens.findings import FAMILIES
+from tinylens.families import FAMILIES, comparison_documents
 
 PRESET = config["preset"]
 SETTINGS = active_preset(config)
@@ -124,18 +124,10 @@ def core_artifacts():
 
 
 # --- the published numbers beside ours (rules/comparison.smk) ---
-# The metrics documents the table reads: name -> (file under results/<preset>/, the rule that writes it).
-# A document whose rule is not part of the workflow is listed as "not computed" in its rows.
-COMPARISON_SOURCES = {
-    "training": ("metrics/training.json", "training_summary"),
-    "original_model": (f"models/seed{ORIGINAL}/metrics.json", "train_model"),
-    "verification": ("metrics/search_verification.json", "verify_search"),
-    "paper_prompts": ("metrics/hellinger_paper.json", "evaluate"),
-    "corpus": ("metrics/hellinger_corpus.json", "evaluate"),
-    "heldout": ("metrics/hellinger_heldout.json", "evaluate"),
-    "case_studies": ("case_studies/summary.json", "case_studies"),
-    "supporting": ("metrics/supporting.json", "supporting_metrics"),  # §7: the supporting analyses
-}
+# The metrics documents the table reads: name -> (file under results/<preset>/, the rule that writes it), from
+# the families' registry (tinylens.families). A document whose rule is not part of the workflow is listed as
+# "not computed" in its rows.
+COMPARISON_SOURCES = comparison_documents(ORIGINAL)
 
 
 def has_rule(name):
@@ -156,7 +148,7 @@ def absent_sources(wildcards):
 
 
 def findings_metrics(wildcards):
-    """Every family's metrics files (tinylens.findings.FAMILIES) made by this workflow, the inputs of the run's
+    """Every family's metrics files (tinylens.families.FAMILIES) made by this workflow, the inputs of the run's
     findings (rules/findings.smk)."""
     return [results(path) for family in FAMILIES for path, rule in family.metrics.values() if has_rule(rule)]
 

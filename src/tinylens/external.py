@@ -164,12 +164,11 @@ def measure_checkpoints(source: str, steps: Sequence[int], revision: str, text: 
     from tqdm.auto import tqdm
 
     from tinylens.circuits.composition import score_table
-    from tinylens.dynamics.measure import measure_checkpoint
+    from tinylens.dynamics.measure import CheckpointTable, measure_checkpoint
     from tinylens.dynamics.probes import make_probes
-    from tinylens.dynamics.schemas import HEAD_SCORES
 
     steps = sorted(steps)
-    rows, heads, parts, config, probes = [], {"step": [], "layer": [], "head": [], **{n: [] for n in HEAD_SCORES}}, [], None, None
+    table, parts, config, probes = CheckpointTable(), [], None, None
     for step in tqdm(steps, disable=not progress, unit="checkpoint", file=sys.stderr):
         bridge = load_bridge(source, step, revision, device)
         if probes is None:
@@ -178,21 +177,13 @@ def measure_checkpoints(source: str, steps: Sequence[int], revision: str, text: 
             split = int(len(ids) * train_fraction)
             probes = make_probes(ids[:split], ids[split:], config.vocab_size, context, settings)
         with torch.no_grad():
-            row, scores = measure_checkpoint(BridgeSubject(bridge), probes, settings, device)
-        rows.append({"step": step, "tokens_seen": step * tokens_per_step, **row})
-        n_layer, n_head = scores["prefix_matching"].shape
-        heads["step"] += [step] * (n_layer * n_head)
-        heads["layer"] += [b for b in range(n_layer) for _ in range(n_head)]
-        heads["head"] += [h for _ in range(n_layer) for h in range(n_head)]
-        for name in HEAD_SCORES:
-            heads[name] += scores[name].reshape(-1).tolist()
+            table.add(step, step * tokens_per_step, *measure_checkpoint(BridgeSubject(bridge), probes, settings, device))
         weights = circuit_weights(bridge)
         parts.append(score_table(weights, EXTERNAL_SEED, step, samples, baseline_seed, kinds=("K",),
                                  layernorms=("ignored",)))
         if step == steps[-1]:
             final = score_table(weights, EXTERNAL_SEED, step, samples, baseline_seed)
-    checkpoints = {name: ([r[name] for r in rows] if name in ("step", "tokens_seen") else np.asarray([r[name] for r in rows]))
-                   for name in rows[0]}
+    checkpoints, heads = table.columns()
     over = {k: (np.concatenate([p[k] for p in parts]) if isinstance(parts[0][k], np.ndarray)
                 else [v for p in parts for v in p[k]]) for k in parts[0]}
     return {"config": config, "checkpoints": checkpoints, "heads": heads, "over_training": over, "scores": final}

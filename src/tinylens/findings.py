@@ -3,7 +3,7 @@ metrics, every claim's wording chosen by the data (``results/<preset>/findings.m
 block, from the committed snapshot of one run's metrics).
 
 Each family's summary module owns its sentences: a function ``findings(documents) -> list[str]`` where
-``documents`` maps the names of :attr:`Family.metrics` to the parsed metrics files. This module only
+``documents`` maps the names of :attr:`tinylens.families.Family.metrics` to the parsed metrics files. This module only
 assembles them (:func:`render`): a family whose metrics file is missing is skipped with a note saying
 which file, never a crash, so a family added later (or one this run leaves out) costs one
 :class:`Family` entry and nothing else. :func:`get` reads a key path and names the file and key when
@@ -28,9 +28,9 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from tinylens.families import FAMILIES, Family
 from tinylens.wording import MissingMetric, get, num, percent, span  # noqa: F401  (the findings' words)
 
 #: The markers of README.md's generated block.
@@ -40,43 +40,6 @@ END = "<!-- findings: end -->"
 SNAPSHOT = Path("docs/snapshot")
 #: The figure the README shows at the top (copied into the snapshot from the run's figures/).
 HEADLINE_FIGURE = "figures/hellinger_histogram.png"
-
-
-@dataclass(frozen=True)
-class Family:
-    """One section of the findings: its title, the module whose ``findings(documents)`` writes its
-    sentences, and its metrics files (name -> path under ``results/<preset>/``) with the rule that makes
-    each (the workflow asks only for files some rule of this checkout makes)."""
-
-    key: str
-    title: str
-    module: str
-    metrics: Mapping[str, tuple[str, str]]
-
-    def paths(self) -> dict[str, str]:
-        return {name: path for name, (path, _) in self.metrics.items()}
-
-
-#: The families, in method.md's order (the core first, the comparison last).
-FAMILIES: tuple[Family, ...] = (
-    Family("core", "The core reproduction (method.md §0-6)", "tinylens.core.summary",
-           {"training": ("metrics/training.json", "training_summary"),
-            "hellinger": ("metrics/hellinger.json", "hellinger_summary")}),
-    Family("supporting", "Supporting analyses (method.md §7)", "tinylens.supporting.summary",
-           {"supporting": ("metrics/supporting.json", "supporting_metrics")}),
-    Family("dynamics", "Training dynamics (method.md §8)", "tinylens.dynamics.summary",
-           {"dynamics": ("metrics/dynamics.json", "dynamics_summary")}),
-    Family("phase_change", "The induction-head phase change (method.md §8b)", "tinylens.phase_change.summary",
-           {"phase_change": ("metrics/phase_change.json", "phase_change_summary")}),
-    Family("circuits", "Composition between heads (method.md §9)", "tinylens.circuits.summary",
-           {"circuits": ("metrics/circuits.json", "circuits_summary")}),
-    Family("attention", "Attention dynamics (method.md §10)", "tinylens.attention.summary",
-           {"attention": ("metrics/attention.json", "attention_summary")}),
-    Family("superposition", "Superposition in toy models (method.md §11)", "tinylens.superposition.summary",
-           {"superposition": ("metrics/superposition.json", "superposition_summary")}),
-    Family("comparison", "The published numbers beside ours (method.md §12)", "tinylens.comparison",
-           {"comparison": ("metrics/paper_comparison.json", "paper_comparison")}),
-)
 
 
 def load_documents(root: Path, family: Family) -> tuple[dict[str, object], str | None]:

@@ -73,15 +73,6 @@ class TrainResult:
     history: list[dict] = field(default_factory=list)
 
 
-def select_device(requested: str = "auto") -> torch.device:
-    """``auto``: CUDA when available, else CPU."""
-    if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device 'cuda' was requested but torch sees no CUDA device; use device: auto or cpu")
-    return torch.device(requested)
-
-
 def autocast_dtype(device: torch.device, precision: str = "mixed") -> torch.dtype | None:
     """The autocast dtype of training on ``device`` at ``precision`` (:data:`PRECISIONS`): bf16 on CUDA
     at ``mixed`` (fused attention kernels need it to be fast), else None (plain float32)."""
