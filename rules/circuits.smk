@@ -24,7 +24,7 @@ rule composition_scores:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/composition_scores.py"
+        "../scripts/circuits/composition_scores.py"
 
 
 rule symmetry_test:
@@ -50,7 +50,7 @@ rule symmetry_test:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/symmetry_test.py"
+        "../scripts/circuits/symmetry_test.py"
 
 
 rule circuits_summary:
@@ -75,11 +75,12 @@ rule circuits_summary:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/circuits_summary.py"
+        "../scripts/circuits/circuits_summary.py"
 
 
 CIRCUITS_FIGURES = figures(
     "Composition",
+    family="circuits",
     composition_heatmaps=dict(
         input=dict(scores=results(f"circuits/seed{ORIGINAL}/scores.parquet"), **model_files(ORIGINAL, "config")),
     ),

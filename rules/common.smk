@@ -68,19 +68,25 @@ def search_shards(mode=None):
 
 
 # --- figures: each family's table of figures; rules/figures.smk makes one rule per row ---
-#: a figure rule's name -> its row (figure, category of the report, input, params, mem_mb, under)
+#: a figure rule's name -> its row (figure, family, category of the report, input, params, mem_mb, under)
 FIGURES = {}
+#: a figure's name -> the family whose scripts/<family>/plot_<figure>.py draws it and whose report/<family>/
+#: holds its caption
+FIGURE_FAMILY = {}
 
 
-def figures(category, mem_mb=600, under=results, prefix="", **table):
+def figures(category, family=None, mem_mb=600, under=results, prefix="", **table):
     """Add a family's figures, one row each: ``name=dict(input={...}, params={...}, mem_mb=...)`` (params and
-    mem_mb optional). Each row becomes the rule named ``<prefix>plot_<name>``, which runs scripts/plot_<name>.py
-    and writes ``under("figures/<name>.png")`` (results/<preset>/figures/<name>.png), shown in the report's
-    ``category`` with report/<name>.rst. ``under`` and ``prefix`` draw the same figure again elsewhere (an
-    external model's: ``under=external, prefix="external_"``). Returns the figure files, for the family's target."""
+    mem_mb optional). Each row becomes the rule named ``<prefix>plot_<name>``, which runs
+    scripts/<family>/plot_<name>.py and writes ``under("figures/<name>.png")`` (results/<preset>/figures/<name>.png),
+    shown in the report's ``category`` with report/<family>/<name>.rst. ``under`` and ``prefix`` draw a family's
+    figure again elsewhere (an external model's: ``under=external, prefix="external_"``; ``family`` is then the
+    one that drew it first). Returns the figure files, for the family's target."""
     for name, row in table.items():
+        FIGURE_FAMILY.setdefault(name, family)
         FIGURES[f"{prefix}plot_{name}"] = {
             "figure": name,
+            "family": FIGURE_FAMILY[name],
             "category": category,
             "params": {},
             "mem_mb": mem_mb,

@@ -40,7 +40,7 @@ rule external_measure:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/external_measure.py"
+        "../scripts/external/external_measure.py"
 
 
 # The summary of our seeds, run on the external model's tables (its one "seed" is EXTERNAL_SEED).
@@ -69,7 +69,7 @@ rule external_dynamics_summary:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/dynamics_summary.py"
+        "../scripts/dynamics/dynamics_summary.py"
 
 
 # The circuits family's summary on the external model's tables (the last checkpoint's scores, K-composition
@@ -95,7 +95,7 @@ rule external_circuits_summary:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/circuits_summary.py"
+        "../scripts/circuits/circuits_summary.py"
 
 
 # The figures of our seeds, drawn by the same scripts from the external model's tables: rows of the figure

@@ -2,6 +2,7 @@
 # rule per row of every table at the end. Included after every family, so that every table is complete.
 CORE_FIGURES = figures(
     "Training",
+    family="core",
     loss_curves=dict(
         input={
             "losses": [model_files(seed, "loss")["loss"] for seed in SEEDS],
@@ -11,6 +12,7 @@ CORE_FIGURES = figures(
     ),
 ) + figures(
     "Approximation",
+    family="core",
     hellinger_histogram=dict(
         input={"tables": expand(results("evaluation/{mode}/hellinger.parquet"), mode=MODES)},
         params={"modes": MODES, "alternates": ALTERNATES, "n_blocks": N_LAYER},
@@ -40,7 +42,7 @@ for rule_name, row in FIGURES.items():
         output:
             figure=report(
                 row["under"]("figures/{figure}.png"),
-                caption=f"../report/{row['figure']}.rst",
+                caption=f"../report/{row['family']}/{row['figure']}.rst",
                 category=row["category"],
             ),
         params:
@@ -55,4 +57,4 @@ for rule_name, row in FIGURES.items():
         conda:
             "../envs/tinylens.yaml"
         script:
-            "../scripts/plot_{wildcards.figure}.py"
+            f"../scripts/{row['family']}/plot_" + "{wildcards.figure}.py"

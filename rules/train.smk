@@ -28,7 +28,7 @@ rule train_model:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/train_model.py"
+        "../scripts/core/train_model.py"
 
 
 rule training_summary:
@@ -48,4 +48,4 @@ rule training_summary:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/training_summary.py"
+        "../scripts/core/training_summary.py"

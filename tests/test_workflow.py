@@ -356,8 +356,8 @@ def test_report_embeds_every_figure_with_its_caption_and_category(finished_run, 
         assert len(entry["caption"].split()) > 10, path.name
     for name, category in REPORT_FIGURES.items():
         key = f"results/test/figures/{name}.png"
-        # the caption is report/<figure>.rst's, the figure in its category, made by its plot rule
-        caption = (repo / f"report/{name}.rst").read_text(encoding="utf-8").split()
+        # the caption is report/core/<figure>.rst's, the figure in its category, made by its plot rule
+        caption = (repo / f"report/core/{name}.rst").read_text(encoding="utf-8").split()
         assert " ".join(caption[:6]) in " ".join(results[key]["caption"].split()), name
         assert results[key]["job_properties"]["rule"] == f"plot_{name}"
         assert key in [f for group in categories[category].values() for f in group]
