@@ -97,7 +97,7 @@ rule hellinger_summary:
         summaries=expand(results("metrics/hellinger_{mode}.json"), mode=MODES),
         training=rules.training_summary.output.summary,
     output:
-        summary=results("metrics/hellinger.json"),
+        summary=metrics_file("core", "hellinger"),
         headline=results("metrics/headline.json"),
     params:
         modes=MODES,

@@ -158,7 +158,7 @@ rule attention_summary:
         probes=f"{ATTENTION_ORIGINAL}/probes.json",
         hull=f"{ATTENTION_ORIGINAL}/hull.parquet",
     output:
-        summary=results("metrics/attention.json"),
+        summary=metrics_file("attention"),
     params:
         seed=ORIGINAL,
     log:

@@ -60,7 +60,7 @@ rule circuits_summary:
         over_training=expand(results("circuits/seed{seed}/over_training.parquet"), seed=SEEDS),
         symmetry=rules.symmetry_test.output.summary,
     output:
-        metrics=results("metrics/circuits.json"),
+        metrics=metrics_file("circuits"),
     params:
         seeds=SEEDS,
         original=ORIGINAL,
@@ -92,7 +92,7 @@ CIRCUITS_FIGURES = figures(
         input=dict(
             tables=expand(results("circuits/seed{seed}/over_training.parquet"), seed=SEEDS),
             # the training-dynamics family's phase-change windows, shaded (rules/dynamics.smk)
-            dynamics=results("metrics/dynamics.json"),
+            dynamics=metrics_file("dynamics"),
         ),
         params=dict(seeds=SEEDS, original=ORIGINAL, top_pairs=CIRCUITS["top_pairs"]),
     ),

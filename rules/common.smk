@@ -3,7 +3,7 @@ from tinylens.config import active_preset, all_seeds, seed_train_settings
 from tinylens.core.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
 from tinylens.model_config import MODEL_FILES, VECTOR_KINDS
 from tinylens.resources import STRING_BYTES, STRING_VALUE_BYTES, per_row, table_rows, width_factor
-from tinylens.families import FAMILIES, comparison_documents
+from tinylens.families import FAMILIES, comparison_documents, family
 
 PRESET = config["preset"]
 SETTINGS = active_preset(config)
@@ -134,6 +134,12 @@ def core_artifacts():
 # the families' registry (tinylens.families). A document whose rule is not part of the workflow is listed as
 # "not computed" in its rows.
 COMPARISON_SOURCES = comparison_documents(ORIGINAL)
+
+
+def metrics_file(key, name=None):
+    """A family's metrics file under results/<preset>/, from the registry (tinylens.families): the one named
+    ``name`` (default: the family's own, named as the family)."""
+    return results(family(key).paths()[name or key])
 
 
 def has_rule(name):

@@ -7,7 +7,7 @@ rule paper_comparison:
     input:
         unpack(comparison_sources),
     output:
-        metrics=results("metrics/paper_comparison.json"),
+        metrics=metrics_file("comparison"),
         table=report(
             results("comparison/paper_comparison.csv"),
             caption="../report/comparison/paper_comparison.rst",

@@ -40,7 +40,7 @@ rule dynamics_summary:
         **DYNAMICS_TABLES,
         **model_files(ORIGINAL, "config"),
     output:
-        summary=results("metrics/dynamics.json"),
+        summary=metrics_file("dynamics"),
     params:
         seeds=SEEDS,
         original=ORIGINAL,

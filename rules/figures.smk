@@ -28,8 +28,8 @@ CORE_FIGURES = figures(
 )
 
 
-# The figure's name is a wildcard constrained to that one name: the script path is filled in when the job
-# runs (a loop variable would by then hold the last figure's name).
+# The figure's name is a wildcard constrained to that one name, and its family a param: the script path is
+# filled in from them when the job runs (a loop variable would by then hold the last figure's values).
 for rule_name, row in FIGURES.items():
 
     rule:
@@ -46,6 +46,8 @@ for rule_name, row in FIGURES.items():
                 category=row["category"],
             ),
         params:
+            # the folder of the figure's script (read by this rule's script: path, not by the script)
+            family=row["family"],
             **row["params"],
         resources:
             mem_mb=row["mem_mb"],
@@ -57,4 +59,4 @@ for rule_name, row in FIGURES.items():
         conda:
             "../envs/tinylens.yaml"
         script:
-            f"../scripts/{row['family']}/plot_" + "{wildcards.figure}.py"
+            "../scripts/{params.family}/plot_{wildcards.figure}.py"

@@ -40,7 +40,7 @@ rule phase_change_summary:
     input:
         **PHASE_TABLES,
     output:
-        summary=results("metrics/phase_change.json"),
+        summary=metrics_file("phase_change"),
     params:
         runs=PHASE_RUNS,
         reference=PHASE["reference"],

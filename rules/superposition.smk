@@ -150,7 +150,7 @@ rule superposition_summary:
         correlated_pairs=rules.superposition_correlated.output.pairs,
         correlated_groups=rules.superposition_correlated.output.groups,
     output:
-        metrics=results("metrics/superposition.json"),
+        metrics=metrics_file("superposition"),
     params:
         preset=PRESET,
         settings=summary_settings(SUPER, SUPER_DEFS),

@@ -253,7 +253,7 @@ rule supporting_metrics:
         criterion=expand(results("supporting/criterion_{mode}.json"), mode=MODES),
         robustness=rules.approx_robustness.output.summary,
     output:
-        metrics=results("metrics/supporting.json"),
+        metrics=metrics_file("supporting"),
     params:
         seeds=SEEDS,
         modes=MODES,

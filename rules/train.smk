@@ -35,7 +35,7 @@ rule training_summary:
     input:
         metrics=[model_files(seed, "metrics")["metrics"] for seed in SEEDS],
     output:
-        summary=results("metrics/training.json"),
+        summary=metrics_file("core", "training"),
     params:
         original=ORIGINAL,
     resources:
