@@ -66,11 +66,11 @@ CORE_TARGETS = [
     core_artifacts(),
     CORE_FIGURES,  # rules/figures.smk
     results("metrics/corpus.json"),
-    results("metrics/training.json"),
+    metrics_file("core", "training"),
     expand(results("samples/seed{seed}.txt"), seed=SEEDS),
     expand(results("metrics/hellinger_{mode}.json"), mode=MODES),
     results("metrics/search_verification.json"),
-    results("metrics/hellinger.json"),
+    metrics_file("core", "hellinger"),
     results("metrics/headline.json"),
 ]
 

@@ -24,9 +24,9 @@ from tinylens.attention.spectra import measure_heads
 from tinylens.attention.trajectories import collect_positions, evenly_spaced_windows, measure_trajectories
 from tinylens.attention.tuned_lens import LensTraining, train_tuned_lens
 from tinylens.config import model_config
-from tinylens.corpus import CharTokenizer, load_ids
+from tinylens.core.corpus import CharTokenizer, load_ids
+from tinylens.devices import select_device
 from tinylens.model import Transformer
-from tinylens.train import select_device
 
 REPO = Path(__file__).resolve().parents[1]
 

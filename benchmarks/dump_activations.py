@@ -6,7 +6,7 @@
 The model is the preset's shape with random weights (a trained one costs the same). The strings are
 ``substring_length``-character windows of the corpus at random offsets. Each round runs the reference (one
 forward of a whole ``dump_batch_size`` batch recording every kind, conversion and Parquet writing in turn, with
-``--old-threads`` torch threads: the rule's threads before) and the current :func:`tinylens.activations.dump_activations`
+``--old-threads`` torch threads: the rule's threads before) and the current :func:`tinylens.core.activations.dump_activations`
 (``--new-threads``), alternating, and reports process CPU seconds (every thread's, what a loaded machine does not
 inflate much) and wall seconds. Every file of the two dumps must be byte-identical, or it stops. Also prints the
 reference's time split into forward, conversion to Arrow, and Parquet writing.
@@ -28,9 +28,16 @@ import numpy as np
 import torch
 import yaml
 
-from tinylens.activations import STRINGS_KEY, block_path, block_schema, dump_activations, logits_schema, strings_digest
 from tinylens.config import model_config
-from tinylens.corpus import CharTokenizer
+from tinylens.core.activations import (
+    STRINGS_KEY,
+    block_path,
+    block_schema,
+    dump_activations,
+    logits_schema,
+    strings_digest,
+)
+from tinylens.core.corpus import CharTokenizer
 from tinylens.interventions import record_activations
 from tinylens.model import Transformer
 from tinylens.tables import table_writer

@@ -39,7 +39,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("old_src")
     parser.add_argument("new_src")
-    parser.add_argument("scripts", nargs="+", help="script names under scripts/, without .py")
+    parser.add_argument("scripts", nargs="+", help="scripts under scripts/, as <family>/<rule>, without .py")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     total_old = total_new = 0.0

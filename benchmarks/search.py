@@ -3,7 +3,7 @@
 For the `small` shapes (d_model 64) and the paper shapes (d_model 384), both with all
 858,923 strings, ``--prompts`` prompts (default 1,000) and 6 blocks, it times:
 
-- **ours**: ``tinylens.search.search_block`` (exact: float32 tiles, re-checks, per-bin sums),
+- **ours**: ``tinylens.core.search.search_block`` (exact: float32 tiles, re-checks, per-bin sums),
   with ``--threads`` worker threads;
 - **bare GEMM**: a float32 matrix multiply of exactly the same shapes (prompts x strings x
   d_model, every block) with the same threads, nothing else: (b) the product in cache-sized tiles,
@@ -51,9 +51,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tinylens.activations import load_block
-from tinylens.model_config import load_config
-from tinylens.search import (
+from tinylens.core.activations import load_block
+from tinylens.core.search import (
     CountsCSR,
     _tile_matmul,
     exact_float32_matmul,
@@ -61,7 +60,8 @@ from tinylens.search import (
     search_block_bruteforce,
     threshold_edges,
 )
-from tinylens.strings import load_strings
+from tinylens.core.strings import load_strings
+from tinylens.model_config import load_config
 
 EDGES = threshold_edges(0.70, 0.01, 30)
 ORIGINAL = 1337

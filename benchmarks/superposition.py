@@ -27,6 +27,7 @@ import torch
 import yaml
 
 from tinylens.atomic import write_json
+from tinylens.devices import select_device
 from tinylens.plots import save_figure
 from tinylens.superposition import plots
 from tinylens.superposition.experiments import (
@@ -43,7 +44,6 @@ from tinylens.superposition.regimes import pair_settings
 from tinylens.superposition.schemas import TABLES
 from tinylens.superposition.summary import SummarySettings, summarize_tables, summary_settings
 from tinylens.tables import read_columns, write_table
-from tinylens.train import select_device
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEPS = ("uniform", "nonuniform", "dimensionality", "phase_diagram")

@@ -29,9 +29,10 @@ import torch
 import yaml
 
 from tinylens.config import model_config
+from tinylens.devices import select_device
 from tinylens.model import Transformer, estimate_flops_per_token
 from tinylens.reference import ReferenceTransformer, load_fused_weights
-from tinylens.train import autocast_for, compiled, select_device
+from tinylens.train import autocast_for, compiled
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -25,4 +25,4 @@ rule dump_activations:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/dump_activations.py"
+        "../scripts/core/dump_activations.py"

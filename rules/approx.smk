@@ -29,7 +29,7 @@ rule tune_approximation:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/tune_approximation.py"
+        "../scripts/core/tune_approximation.py"
 
 
 rule evaluate:
@@ -62,7 +62,7 @@ rule evaluate:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/evaluate.py"
+        "../scripts/core/evaluate.py"
 
 
 rule case_studies:
@@ -89,7 +89,7 @@ rule case_studies:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/case_studies.py"
+        "../scripts/core/case_studies.py"
 
 
 rule hellinger_summary:
@@ -97,7 +97,7 @@ rule hellinger_summary:
         summaries=expand(results("metrics/hellinger_{mode}.json"), mode=MODES),
         training=rules.training_summary.output.summary,
     output:
-        summary=results("metrics/hellinger.json"),
+        summary=metrics_file("core", "hellinger"),
         headline=results("metrics/headline.json"),
     params:
         modes=MODES,
@@ -111,4 +111,4 @@ rule hellinger_summary:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/hellinger_summary.py"
+        "../scripts/core/hellinger_summary.py"

@@ -39,7 +39,7 @@ rule attention_spectra:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/measure_attention_spectra.py"
+        "../scripts/attention/attention_spectra.py"
 
 
 rule attention_hull:
@@ -65,7 +65,7 @@ rule attention_hull:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/measure_attention_hull.py"
+        "../scripts/attention/attention_hull.py"
 
 
 rule train_tuned_lens:
@@ -92,7 +92,7 @@ rule train_tuned_lens:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/train_tuned_lens.py"
+        "../scripts/attention/train_tuned_lens.py"
 
 
 rule measure_trajectories:
@@ -119,7 +119,7 @@ rule measure_trajectories:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/measure_trajectories.py"
+        "../scripts/attention/measure_trajectories.py"
 
 
 rule probe_speakers:
@@ -148,7 +148,7 @@ rule probe_speakers:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/probe_speakers.py"
+        "../scripts/attention/probe_speakers.py"
 
 
 rule attention_summary:
@@ -158,7 +158,7 @@ rule attention_summary:
         probes=f"{ATTENTION_ORIGINAL}/probes.json",
         hull=f"{ATTENTION_ORIGINAL}/hull.parquet",
     output:
-        summary=results("metrics/attention.json"),
+        summary=metrics_file("attention"),
     params:
         seed=ORIGINAL,
     log:
@@ -171,11 +171,12 @@ rule attention_summary:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/summarize_attention.py"
+        "../scripts/attention/attention_summary.py"
 
 
 ATTENTION_FIGURES = figures(
     "Attention dynamics",
+    family="attention",
     mem_mb=400,
     attention_diagonals=dict(input=dict(table=f"{ATTENTION_ORIGINAL}/diagonal.parquet")),
     attention_absorption=dict(input=dict(table=f"{ATTENTION_ORIGINAL}/absorption.parquet")),

@@ -24,7 +24,7 @@ rule composition_scores:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/composition_scores.py"
+        "../scripts/circuits/composition_scores.py"
 
 
 rule symmetry_test:
@@ -50,7 +50,7 @@ rule symmetry_test:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/symmetry_test.py"
+        "../scripts/circuits/symmetry_test.py"
 
 
 rule circuits_summary:
@@ -60,7 +60,7 @@ rule circuits_summary:
         over_training=expand(results("circuits/seed{seed}/over_training.parquet"), seed=SEEDS),
         symmetry=rules.symmetry_test.output.summary,
     output:
-        metrics=results("metrics/circuits.json"),
+        metrics=metrics_file("circuits"),
     params:
         seeds=SEEDS,
         original=ORIGINAL,
@@ -75,11 +75,12 @@ rule circuits_summary:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/circuits_summary.py"
+        "../scripts/circuits/circuits_summary.py"
 
 
 CIRCUITS_FIGURES = figures(
     "Composition",
+    family="circuits",
     composition_heatmaps=dict(
         input=dict(scores=results(f"circuits/seed{ORIGINAL}/scores.parquet"), **model_files(ORIGINAL, "config")),
     ),
@@ -91,7 +92,7 @@ CIRCUITS_FIGURES = figures(
         input=dict(
             tables=expand(results("circuits/seed{seed}/over_training.parquet"), seed=SEEDS),
             # the training-dynamics family's phase-change windows, shaded (rules/dynamics.smk)
-            dynamics=results("metrics/dynamics.json"),
+            dynamics=metrics_file("dynamics"),
         ),
         params=dict(seeds=SEEDS, original=ORIGINAL, top_pairs=CIRCUITS["top_pairs"]),
     ),

@@ -1,9 +1,9 @@
 # Shared by every stage: the active preset, output paths, wildcard constraints, resources.
 from tinylens.config import active_preset, all_seeds, seed_train_settings
-from tinylens.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
+from tinylens.core.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
 from tinylens.model_config import MODEL_FILES, VECTOR_KINDS
 from tinylens.resources import STRING_BYTES, STRING_VALUE_BYTES, per_row, table_rows, width_factor
-from tinylens.findings import FAMILIES
+from tinylens.families import FAMILIES, comparison_documents, family
 
 PRESET = config["preset"]
 SETTINGS = active_preset(config)
@@ -22,7 +22,7 @@ wildcard_constraints:
 TRAIN = SETTINGS["train"]
 ANALYSIS = SETTINGS["analysis"]
 ORIGINAL, *ALTERNATES = SEEDS  # the alternates this preset trains (presets.<name>.alternate_seeds)
-MODES = list(PROMPT_MODES)  # defined once, in tinylens.strings
+MODES = list(PROMPT_MODES)  # defined once, in tinylens.core.strings
 TUNED_MODES = list(TUNING_MODES)  # the modes with tuning prompts; the paper mode uses the corpus mode's values
 N_LAYER = SETTINGS["model"]["n_layer"]
 PROMPT_SETS = [f"prompts_{mode}" for mode in MODES]
@@ -68,19 +68,25 @@ def search_shards(mode=None):
 
 
 # --- figures: each family's table of figures; rules/figures.smk makes one rule per row ---
-#: a figure rule's name -> its row (figure, category of the report, input, params, mem_mb, under)
+#: a figure rule's name -> its row (figure, family, category of the report, input, params, mem_mb, under)
 FIGURES = {}
+#: a figure's name -> the family whose scripts/<family>/plot_<figure>.py draws it and whose report/<family>/
+#: holds its caption
+FIGURE_FAMILY = {}
 
 
-def figures(category, mem_mb=600, under=results, prefix="", **table):
+def figures(category, family=None, mem_mb=600, under=results, prefix="", **table):
     """Add a family's figures, one row each: ``name=dict(input={...}, params={...}, mem_mb=...)`` (params and
-    mem_mb optional). Each row becomes the rule named ``<prefix>plot_<name>``, which runs scripts/plot_<name>.py
-    and writes ``under("figures/<name>.png")`` (results/<preset>/figures/<name>.png), shown in the report's
-    ``category`` with report/<name>.rst. ``under`` and ``prefix`` draw the same figure again elsewhere (an
-    external model's: ``under=external, prefix="external_"``). Returns the figure files, for the family's target."""
+    mem_mb optional). Each row becomes the rule named ``<prefix>plot_<name>``, which runs
+    scripts/<family>/plot_<name>.py and writes ``under("figures/<name>.png")`` (results/<preset>/figures/<name>.png),
+    shown in the report's ``category`` with report/<family>/<name>.rst. ``under`` and ``prefix`` draw a family's
+    figure again elsewhere (an external model's: ``under=external, prefix="external_"``; ``family`` is then the
+    one that drew it first). Returns the figure files, for the family's target."""
     for name, row in table.items():
+        FIGURE_FAMILY.setdefault(name, family)
         FIGURES[f"{prefix}plot_{name}"] = {
             "figure": name,
+            "family": FIGURE_FAMILY[name],
             "category": category,
             "params": {},
             "mem_mb": mem_mb,
@@ -124,18 +130,16 @@ def core_artifacts():
 
 
 # --- the published numbers beside ours (rules/comparison.smk) ---
-# The metrics documents the table reads: name -> (file under results/<preset>/, the rule that writes it).
-# A document whose rule is not part of the workflow is listed as "not computed" in its rows.
-COMPARISON_SOURCES = {
-    "training": ("metrics/training.json", "training_summary"),
-    "original_model": (f"models/seed{ORIGINAL}/metrics.json", "train_model"),
-    "verification": ("metrics/search_verification.json", "verify_search"),
-    "paper_prompts": ("metrics/hellinger_paper.json", "evaluate"),
-    "corpus": ("metrics/hellinger_corpus.json", "evaluate"),
-    "heldout": ("metrics/hellinger_heldout.json", "evaluate"),
-    "case_studies": ("case_studies/summary.json", "case_studies"),
-    "supporting": ("metrics/supporting.json", "supporting_metrics"),  # §7: the supporting analyses
-}
+# The metrics documents the table reads: name -> (file under results/<preset>/, the rule that writes it), from
+# the families' registry (tinylens.families). A document whose rule is not part of the workflow is listed as
+# "not computed" in its rows.
+COMPARISON_SOURCES = comparison_documents(ORIGINAL)
+
+
+def metrics_file(key, name=None):
+    """A family's metrics file under results/<preset>/, from the registry (tinylens.families): the one named
+    ``name`` (default: the family's own, named as the family)."""
+    return results(family(key).paths()[name or key])
 
 
 def has_rule(name):
@@ -156,7 +160,7 @@ def absent_sources(wildcards):
 
 
 def findings_metrics(wildcards):
-    """Every family's metrics files (tinylens.findings.FAMILIES) made by this workflow, the inputs of the run's
+    """Every family's metrics files (tinylens.families.FAMILIES) made by this workflow, the inputs of the run's
     findings (rules/findings.smk)."""
     return [results(path) for family in FAMILIES for path, rule in family.metrics.values() if has_rule(rule)]
 

@@ -7,10 +7,10 @@ rule paper_comparison:
     input:
         unpack(comparison_sources),
     output:
-        metrics=results("metrics/paper_comparison.json"),
+        metrics=metrics_file("comparison"),
         table=report(
             results("comparison/paper_comparison.csv"),
-            caption="../report/paper_comparison.rst",
+            caption="../report/comparison/paper_comparison.rst",
             category="Comparison with the paper",
         ),
         markdown=results("comparison/paper_comparison.md"),
@@ -30,7 +30,7 @@ rule paper_comparison:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/paper_comparison.py"
+        "../scripts/comparison/paper_comparison.py"
 
 
 rule comparison:

@@ -18,7 +18,7 @@ rule download_corpus:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/download_corpus.py"
+        "../scripts/core/download_corpus.py"
 
 
 rule tokenize:
@@ -43,4 +43,4 @@ rule tokenize:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/tokenize.py"
+        "../scripts/core/tokenize.py"

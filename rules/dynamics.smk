@@ -32,7 +32,7 @@ rule dynamics_measure:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/measure_dynamics.py"
+        "../scripts/dynamics/dynamics_measure.py"
 
 
 rule dynamics_summary:
@@ -40,7 +40,7 @@ rule dynamics_summary:
         **DYNAMICS_TABLES,
         **model_files(ORIGINAL, "config"),
     output:
-        summary=results("metrics/dynamics.json"),
+        summary=metrics_file("dynamics"),
     params:
         seeds=SEEDS,
         original=ORIGINAL,
@@ -59,11 +59,12 @@ rule dynamics_summary:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/dynamics_summary.py"
+        "../scripts/dynamics/dynamics_summary.py"
 
 
 DYNAMICS_FIGURES = figures(
     "Training dynamics",
+    family="dynamics",
     mem_mb=1000,
     dynamics_energy_kl=dict(
         input=dict(

@@ -47,7 +47,7 @@ rule external_measure:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/external_measure.py"
+        "../scripts/external/external_measure.py"
 
 
 # The summary of our seeds on the external model's tables (its one "seed" is EXTERNAL_SEED), on the checkpoints
@@ -82,7 +82,7 @@ rule external_dynamics_summary:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/external_dynamics_summary.py"
+        "../scripts/external/external_dynamics_summary.py"
 
 
 # The circuits family's summary on the external model's tables (the last checkpoint's scores, K-composition
@@ -108,7 +108,7 @@ rule external_circuits_summary:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/circuits_summary.py"
+        "../scripts/circuits/circuits_summary.py"
 
 
 # The figures of our seeds, drawn by the same scripts from the external model's tables: rows of the figure
@@ -183,7 +183,7 @@ rule external_findings:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/external_findings.py"
+        "../scripts/external/external_findings.py"
 
 
 rule external_models:

@@ -2,6 +2,7 @@
 # rule per row of every table at the end. Included after every family, so that every table is complete.
 CORE_FIGURES = figures(
     "Training",
+    family="core",
     loss_curves=dict(
         input={
             "losses": [model_files(seed, "loss")["loss"] for seed in SEEDS],
@@ -11,6 +12,7 @@ CORE_FIGURES = figures(
     ),
 ) + figures(
     "Approximation",
+    family="core",
     hellinger_histogram=dict(
         input={"tables": expand(results("evaluation/{mode}/hellinger.parquet"), mode=MODES)},
         params={"modes": MODES, "alternates": ALTERNATES, "n_blocks": N_LAYER},
@@ -26,8 +28,8 @@ CORE_FIGURES = figures(
 )
 
 
-# The figure's name is a wildcard constrained to that one name: the script path is filled in when the job
-# runs (a loop variable would by then hold the last figure's name).
+# The figure's name is a wildcard constrained to that one name, and its family a param: the script path is
+# filled in from them when the job runs (a loop variable would by then hold the last figure's values).
 for rule_name, row in FIGURES.items():
 
     rule:
@@ -40,10 +42,12 @@ for rule_name, row in FIGURES.items():
         output:
             figure=report(
                 row["under"]("figures/{figure}.png"),
-                caption=f"../report/{row['figure']}.rst",
+                caption=f"../report/{row['family']}/{row['figure']}.rst",
                 category=row["category"],
             ),
         params:
+            # the folder of the figure's script (read by this rule's script: path, not by the script)
+            family=row["family"],
             **row["params"],
         resources:
             mem_mb=row["mem_mb"],
@@ -55,4 +59,4 @@ for rule_name, row in FIGURES.items():
         conda:
             "../envs/tinylens.yaml"
         script:
-            "../scripts/plot_{wildcards.figure}.py"
+            "../scripts/{params.family}/plot_{wildcards.figure}.py"

@@ -10,7 +10,7 @@ rule write_findings:
     output:
         report(
             results("findings.md"),
-            caption="../report/findings.rst",
+            caption="../report/findings/findings.rst",
             category="Findings",
         ),
     params:
@@ -25,7 +25,7 @@ rule write_findings:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/findings.py"
+        "../scripts/findings/write_findings.py"
 
 
 rule findings:

@@ -33,14 +33,14 @@ rule phase_change_run:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/train_phase_change.py"
+        "../scripts/phase_change/phase_change_run.py"
 
 
 rule phase_change_summary:
     input:
         **PHASE_TABLES,
     output:
-        summary=results("metrics/phase_change.json"),
+        summary=metrics_file("phase_change"),
     params:
         runs=PHASE_RUNS,
         reference=PHASE["reference"],
@@ -55,7 +55,7 @@ rule phase_change_summary:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/phase_change_summary.py"
+        "../scripts/phase_change/phase_change_summary.py"
 
 
 PHASE_MAIN = [name for name in PHASE_RUNS if name.startswith("main")]
@@ -71,6 +71,7 @@ PHASE_WIDTHS = sorted(
 )
 PHASE_FIGURES = figures(
     "Phase change",
+    family="phase_change",
     mem_mb=1000,
     phase_change_curves=dict(input=phase_runs_input(PHASE_MAIN), params=dict(runs=PHASE_MAIN)),
     phase_change_loss_derivative=dict(

@@ -15,4 +15,4 @@ rule sample:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/sample.py"
+        "../scripts/core/sample.py"

@@ -29,7 +29,7 @@ rule search_shard:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/search_shard.py"
+        "../scripts/core/search_shard.py"
 
 
 rule verify_search:
@@ -61,4 +61,4 @@ rule verify_search:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/verify_search.py"
+        "../scripts/core/verify_search.py"

@@ -27,7 +27,7 @@ rule build_strings:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/build_strings.py"
+        "../scripts/core/build_strings.py"
 
 
 rule paper_prompts:
@@ -52,4 +52,4 @@ rule paper_prompts:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/paper_prompts.py"
+        "../scripts/core/paper_prompts.py"

@@ -41,7 +41,7 @@ rule superposition_uniform:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/train_uniform_sweep.py"
+        "../scripts/superposition/superposition_uniform.py"
 
 
 rule superposition_nonuniform:
@@ -62,7 +62,7 @@ rule superposition_nonuniform:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/train_nonuniform_sweep.py"
+        "../scripts/superposition/superposition_nonuniform.py"
 
 
 rule superposition_dimensionality:
@@ -88,7 +88,7 @@ rule superposition_dimensionality:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/train_dimensionality_sweep.py"
+        "../scripts/superposition/superposition_dimensionality.py"
 
 
 rule superposition_phase_diagram:
@@ -110,7 +110,7 @@ rule superposition_phase_diagram:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/train_phase_diagram.py"
+        "../scripts/superposition/superposition_phase_diagram.py"
 
 
 rule superposition_correlated:
@@ -133,7 +133,7 @@ rule superposition_correlated:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/train_correlated_features.py"
+        "../scripts/superposition/superposition_correlated.py"
 
 
 rule superposition_summary:
@@ -150,7 +150,7 @@ rule superposition_summary:
         correlated_pairs=rules.superposition_correlated.output.pairs,
         correlated_groups=rules.superposition_correlated.output.groups,
     output:
-        metrics=results("metrics/superposition.json"),
+        metrics=metrics_file("superposition"),
     params:
         preset=PRESET,
         settings=summary_settings(SUPER, SUPER_DEFS),
@@ -164,11 +164,12 @@ rule superposition_summary:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/summarize_superposition.py"
+        "../scripts/superposition/superposition_summary.py"
 
 
 SUPERPOSITION_FIGURES = figures(
     "Superposition",
+    family="superposition",
     mem_mb=500,
     superposition_polygons=dict(
         input=dict(

@@ -37,7 +37,7 @@ rule ablation:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/ablation.py"
+        "../scripts/supporting/ablation.py"
 
 
 rule final_layernorm:
@@ -62,7 +62,7 @@ rule final_layernorm:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/final_layernorm.py"
+        "../scripts/supporting/final_layernorm.py"
 
 
 rule ffwd_endpoint:
@@ -83,7 +83,7 @@ rule ffwd_endpoint:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/ffwd_endpoint.py"
+        "../scripts/supporting/ffwd_endpoint.py"
 
 
 rule block_contributions:
@@ -112,7 +112,7 @@ rule block_contributions:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/block_contributions.py"
+        "../scripts/supporting/block_contributions.py"
 
 
 rule vector_sums:
@@ -133,7 +133,7 @@ rule vector_sums:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/vector_sums.py"
+        "../scripts/supporting/vector_sums.py"
 
 
 rule token_subspaces:
@@ -169,7 +169,7 @@ rule token_subspaces:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/token_subspaces.py"
+        "../scripts/supporting/token_subspaces.py"
 
 
 rule criterion:
@@ -199,7 +199,7 @@ rule criterion:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/criterion.py"
+        "../scripts/supporting/criterion.py"
 
 
 ROBUSTNESS = SUPPORTING_SIZES["robustness"]
@@ -238,7 +238,7 @@ rule approx_robustness:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/approx_robustness.py"
+        "../scripts/supporting/approx_robustness.py"
 
 
 rule supporting_metrics:
@@ -253,7 +253,7 @@ rule supporting_metrics:
         criterion=expand(results("supporting/criterion_{mode}.json"), mode=MODES),
         robustness=rules.approx_robustness.output.summary,
     output:
-        metrics=results("metrics/supporting.json"),
+        metrics=metrics_file("supporting"),
     params:
         seeds=SEEDS,
         modes=MODES,
@@ -272,11 +272,12 @@ rule supporting_metrics:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/supporting_metrics.py"
+        "../scripts/supporting/supporting_metrics.py"
 
 
 SUPPORTING_FIGURES = figures(
     "Supporting analyses",
+    family="supporting",
     ablation=dict(input=dict(metrics=rules.supporting_metrics.output.metrics)),
     final_layernorm=dict(
         input=dict(scaling=rules.final_layernorm.output.scaling, noise=rules.final_layernorm.output.noise)

@@ -28,14 +28,14 @@ rule train_model:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/train_model.py"
+        "../scripts/core/train_model.py"
 
 
 rule training_summary:
     input:
         metrics=[model_files(seed, "metrics")["metrics"] for seed in SEEDS],
     output:
-        summary=results("metrics/training.json"),
+        summary=metrics_file("core", "training"),
     params:
         original=ORIGINAL,
     resources:
@@ -48,4 +48,4 @@ rule training_summary:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/training_summary.py"
+        "../scripts/core/training_summary.py"

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from tinylens.activations import (
+from tinylens.core.activations import (
     VECTOR_KINDS,
     block_path,
     block_schema,
@@ -10,7 +10,7 @@ from tinylens.activations import (
     load_block,
     load_logits,
 )
-from tinylens.corpus import CharTokenizer
+from tinylens.core.corpus import CharTokenizer
 from tinylens.interventions import record_activations
 from tinylens.model import ModelConfig, Transformer
 
@@ -145,7 +145,7 @@ def test_missing_block_file_is_file_not_found(tmp_path):
         load_logits(tmp_path, CFG.vocab_size)
 
 
-@pytest.mark.parametrize("where", ["tinylens.activations.run", "tinylens.tables.to_record_batch"],
+@pytest.mark.parametrize("where", ["tinylens.core.activations.run", "tinylens.tables.to_record_batch"],
                          ids=["forward", "writer thread"])
 def test_failed_dump_leaves_no_files(tmp_path, model, tokenizer, strings, monkeypatch, where):
     import importlib

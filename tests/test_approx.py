@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from tinylens.approx import approximate, describe, hellinger, single_block_sweep, softmax, tune
-from tinylens.search import cumulative
+from tinylens.core.approx import approximate, hellinger, single_block_sweep, softmax, tune
+from tinylens.core.search import cumulative
 
 
 def test_hellinger_of_a_distribution_with_itself_is_zero():
@@ -119,29 +119,19 @@ def test_single_block_sweep_has_its_minimum_at_the_planted_threshold():
     assert sweep[2, 3] == pytest.approx(hellinger(p, q).mean())
 
 
-def test_describe():
-    d = describe(np.array([4.0, 1.0, 3.0, 2.0]))
-    assert list(d) == ["mean", "std", "min", "max", "q25", "median", "q75", "n"]
-    assert d == {"mean": 2.5, "std": pytest.approx(1.118034), "min": 1.0, "max": 4.0,
-                 "q25": 1.75, "median": 2.5, "q75": 3.25, "n": 4}
-    assert all(isinstance(d[k], float) for k in ("mean", "std", "min", "max", "q25", "median", "q75"))
-    assert d["n"] == 4
-    assert describe([1 / 3])["mean"] == 0.333333  # rounded to 6 decimals
-
-
 # --- one definition: combine; the evaluation and tuning report on hand-built data ---
 
-from tinylens.approx import (  # noqa: E402
+from tinylens.core.approx import (  # noqa: E402
     combine,
     evaluate,
-    evaluation_summary,
     grid_index,
     in_train_text,
     paper_setting,
     summary_for_prompts,
     tuning_report,
 )
-from tinylens.search import threshold_edges, write_summary  # noqa: E402
+from tinylens.core.search import threshold_edges, write_summary  # noqa: E402
+from tinylens.core.summary import evaluation_summary  # noqa: E402
 
 
 def test_combine_numpy_and_torch_agree_and_flag_empty_prompts():

@@ -111,14 +111,14 @@ def test_failed_write_leaves_nothing(tmp_path):
 def test_dvc_ignores_byte_code_numba_cache_and_temporaries(repo):
     """What running the package or killing a writer leaves must not enter the hashes DVC records
     (else the code hash differs between machines and a restore refuses good artifacts)."""
-    ignored = ["src/tinylens/__pycache__/search.cpython-311.pyc", "scripts/evaluate.pyc",
+    ignored = ["src/tinylens/__pycache__/search.cpython-311.pyc", "scripts/core/evaluate.pyc",
                "src/tinylens/__pycache__/search._bin_tile-118.py311.nbi",
                "src/tinylens/__pycache__/search._bin_tile-118.py311.1.nbc",
                "src/tinylens/__pycache__/search._bin_tile-118.py311.nbi.tmp.3f9a0c1d2b4e5f60",  # numba mid-save
                "src/tinylens/circuits/__pycache__/x.cpython-312.pyc",
                f"results/test/search/corpus/.tmp-shard_1-of-2.parquet.{atomic._host()}.{dead_pid()}.abc",
                "results/test/models/seed1.partial/.tmp-resume.pt.h.1.x"]
-    kept = ["src/tinylens/search.py", "scripts/evaluate.py", "results/test/search/corpus/shard_1-of-2.parquet"]
+    kept = ["src/tinylens/core/search.py", "scripts/core/evaluate.py", "results/test/search/corpus/shard_1-of-2.parquet"]
     proc = subprocess.run([sys.executable, "-m", "dvc", "check-ignore", "--non-matching", "--details", *ignored, *kept],
                           cwd=repo, capture_output=True, text=True)
     verdict = {line.rsplit("\t", 1)[1]: not line.startswith("::") for line in proc.stdout.splitlines()}

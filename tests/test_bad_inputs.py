@@ -81,7 +81,8 @@ def _resume_other_threads(config):
 
 
 def _dump_of_other_prompts(config):
-    from tinylens.activations import STRINGS_KEY, load_logits, logits_schema, strings_digest
+    from tinylens.core.activations import STRINGS_KEY, load_logits, strings_digest
+    from tinylens.core.schemas import logits_schema
     from tinylens.tables import table_writer
 
     directory = Path("results/test/activations/seed1337/prompts_corpus")
@@ -92,7 +93,7 @@ def _dump_of_other_prompts(config):
 
 
 def _truncated_shard(config):
-    from tinylens.search import load_summary, write_summary
+    from tinylens.core.search import load_summary, write_summary
 
     shard = Path("results/test/search/corpus/shard_1-of-2.parquet")
     write_summary(shard, np.arange(60, dtype=np.int32), np.zeros((60, 6, 30), np.uint32),
@@ -102,8 +103,8 @@ def _truncated_shard(config):
 
 
 def _shard_of_another_run(config):
-    from tinylens.approx import summary_for_prompts
-    from tinylens.search import write_summary
+    from tinylens.core.approx import summary_for_prompts
+    from tinylens.core.search import write_summary
 
     shard = Path("results/test/search/corpus/shard_1-of-2.parquet")
     write_summary(shard, np.arange(60, dtype=np.int32), np.zeros((60, 6, 30), np.uint32),
@@ -134,7 +135,7 @@ def _random_bytes_as_weights(config):
 
 
 def _checksum_mismatch(config, corpus):
-    from tinylens.corpus import fetch_corpus
+    from tinylens.core.corpus import fetch_corpus
 
     fetch_corpus(str(corpus), "results/test/data/corpus.txt", "ab" * 32)
 
@@ -144,7 +145,7 @@ def _offline(config, monkeypatch):
     import urllib.error
     import urllib.request
 
-    from tinylens.corpus import fetch_corpus
+    from tinylens.core.corpus import fetch_corpus
 
     def no_network(*args, **kwargs):
         raise urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
@@ -154,7 +155,7 @@ def _offline(config, monkeypatch):
 
 
 def _no_local_copy(config):
-    from tinylens.corpus import fetch_corpus
+    from tinylens.core.corpus import fetch_corpus
 
     fetch_corpus("/data/nowhere/input.txt", "results/test/data/corpus.txt", config["corpus_sha256"])
 

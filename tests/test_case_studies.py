@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from tinylens.case_studies import approximation, check_prompts, find_matches, match_rows, summarize
-from tinylens.corpus import CharTokenizer
+from tinylens.core.case_studies import approximation, check_prompts, find_matches, match_rows, summarize
+from tinylens.core.corpus import CharTokenizer
 from tinylens.measures import hellinger
 
 

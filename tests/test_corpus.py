@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tinylens.corpus import (
+from tinylens.core.corpus import (
     CharTokenizer,
     CorpusError,
     fetch_corpus,

@@ -128,7 +128,7 @@ def user_clone(origin, tmp_path_factory):
     # what running the package leaves beside its sources: byte code and numba's cache (a different
     # machine's copy of them, as far as DVC's code hash is concerned)
     sh(sys.executable, "-m", "compileall", "-q", "src", "scripts", cwd=clone)
-    sh(sys.executable, "-c", "import tinylens.search, tinylens.plots, tinylens.restore", cwd=clone)
+    sh(sys.executable, "-c", "import tinylens.core.search, tinylens.plots, tinylens.restore", cwd=clone)
     (clone / "src/tinylens/__pycache__/search._bin_tile-118.py311.nbi").write_bytes(b"numba index")
     assert list((clone / "src/tinylens/__pycache__").glob("*.pyc"))
     dvc("pull", "workflow@test", cwd=clone)
@@ -213,7 +213,7 @@ def test_metrics_show_prints_the_headline_and_the_papers_numbers_beside_ours(use
 
 def test_restore_refuses_other_code_or_config_and_unsafe_overrides(user_clone):
     metadata = sorted(p.name for p in (user_clone / ".snakemake/metadata").iterdir())
-    for changed in ("src/tinylens/approx.py", "config/config.yaml"):
+    for changed in ("src/tinylens/core/approx.py", "config/config.yaml"):
         path = user_clone / changed
         original = path.read_bytes()
         path.write_bytes(original + b"\n# an edit\n")

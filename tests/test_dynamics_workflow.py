@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tinylens.config import ConfigError, train_config, validate_config
-from tinylens.corpus import load_ids
+from tinylens.core.corpus import load_ids
 from tinylens.dynamics.energy import interaction_energy
 from tinylens.dynamics.probes import MeasureSettings, make_probes
 from tinylens.dynamics.schemas import HEAD_SCORES, depth_names

@@ -82,7 +82,7 @@ def test_a_bad_prompt_is_reported_before_torch_is_imported(finished_run):
 
 
 def test_the_explanation_figure_draws_the_model_and_the_approximation():
-    from tinylens.plots import make_explanation
+    from tinylens.core.plots import make_explanation
 
     vocab = ["a", "b", "c"]
     case = {"model": [0.7, 0.2, 0.1], "tuned": {"distribution": [0.5, 0.1, 0.4], "hellinger": 0.123}}

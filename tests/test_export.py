@@ -101,10 +101,10 @@ def test_trained_models_match_in_transformer_lens(finished_run):
     """Each test-preset model: TransformerLens logits within 1e-4 of ours, and its cached
     hook_resid_pre / hook_attn_out / hook_mlp_out equal our Parquet dumps of the prompts."""
     require_transformer_lens()
-    from tinylens.activations import load_block, load_logits
-    from tinylens.corpus import CharTokenizer
+    from tinylens.core.activations import load_block, load_logits
+    from tinylens.core.corpus import CharTokenizer
+    from tinylens.core.strings import load_prompts
     from tinylens.export import to_transformer_lens
-    from tinylens.strings import load_prompts
     from tinylens.weights import load_model
 
     worst = {}
@@ -138,7 +138,7 @@ def test_trained_models_match_in_transformer_lens(finished_run):
 @pytest.mark.workflow
 def test_export_command_writes_a_folder_transformer_lens_loads(finished_run, tmp_path):
     require_transformer_lens()
-    from tinylens.corpus import CharTokenizer
+    from tinylens.core.corpus import CharTokenizer
     from tinylens.export import load_exported, main
     from tinylens.weights import load_model
 

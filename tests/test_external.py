@@ -9,7 +9,7 @@ import torch
 pytest.importorskip("transformer_lens.model_bridge")
 
 from tinylens.circuits.composition import score_table  # noqa: E402
-from tinylens.corpus import CharTokenizer  # noqa: E402
+from tinylens.core.corpus import CharTokenizer  # noqa: E402
 from tinylens.dynamics.measure import measure_checkpoint  # noqa: E402
 from tinylens.dynamics.probes import MeasureSettings, make_probes  # noqa: E402
 from tinylens.export import export  # noqa: E402

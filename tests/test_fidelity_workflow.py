@@ -7,8 +7,9 @@ import re
 import numpy as np
 import pytest
 
-from tinylens.comparison import PAPER_SEEDS, ROWS, TABLE_SCHEMA
-from tinylens.strings import load_prompts, load_strings, paper_prompts
+from tinylens.comparison import ROWS, TABLE_SCHEMA
+from tinylens.core.strings import load_prompts, load_strings, paper_prompts
+from tinylens.published import SEEDS as PAPER_SEEDS
 from tinylens.tables import read_csv
 
 from conftest import TEST_SEEDS
@@ -21,7 +22,7 @@ def read(path):
 
 
 def test_paper_prompts_are_the_papers_draw_of_the_used_text(finished_run, corpus_path, test_preset, config):
-    from tinylens.corpus import CharTokenizer
+    from tinylens.core.corpus import CharTokenizer
 
     text = corpus_path.read_text()[: test_preset["corpus_chars"]]
     tokenizer = CharTokenizer.load(finished_run / "data/tokenizer.json")
@@ -55,8 +56,8 @@ def test_paper_values_recomputed_from_raw_activations_over_the_whole_text(finish
     """Independent of the search: the paper's thresholds and weights, every string, whole-text counts."""
     import pyarrow.parquet as pq
 
-    from tinylens.activations import load_block, load_logits
-    from tinylens.approx import hellinger, softmax
+    from tinylens.core.activations import load_block, load_logits
+    from tinylens.core.approx import hellinger, softmax
 
     table = load_strings(finished_run / "strings/strings.parquet", 65)
     q = softmax(load_logits(finished_run / "activations/seed1337/prompts_paper", 65))

@@ -9,7 +9,8 @@ import pytest
 
 from tinylens import findings
 from tinylens.dynamics.summary import findings as dynamics_findings
-from tinylens.findings import BEGIN, END, FAMILIES, block, render, replace_block, take_snapshot
+from tinylens.families import FAMILIES
+from tinylens.findings import BEGIN, END, block, render, replace_block, take_snapshot
 
 SUPERPOSITION = {"headline": {
     "uniform_sparsest_mean_represented": 4.75, "uniform_sparsest_pentagon_share": 0.75,

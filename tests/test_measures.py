@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from tinylens import measures
+from tinylens.measures import describe, standard_error, standard_error_of, wilson_interval
 
 
 def test_hellinger_known_values():
@@ -98,3 +99,35 @@ def test_every_entrys_rank_by_both_tie_rules_and_bases(to):
         measures.descending_ranks(scores, base=0, ties="dense")
 
 
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 10), (8, 10), (37, 40), (500, 1000), (1, 1)])
+def test_wilson_interval_matches_scipy(k, n):
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(method="wilson")
+    np.testing.assert_allclose(wilson_interval(k, n), (ci.low, ci.high), atol=1e-9)
+
+
+def test_wilson_interval_of_no_trials_is_none():
+    assert wilson_interval(0, 0) is None
+
+
+def test_standard_error_is_the_sample_std_over_root_n_for_arrays_and_tensors():
+    values = np.array([1.0, 2.0, 4.0, 7.0])
+    expected = np.std(values, ddof=1) / 2.0  # sqrt(4) = 2
+    assert standard_error(values) == pytest.approx(expected, rel=1e-15)
+    assert standard_error(torch.tensor(values)) == pytest.approx(expected, rel=1e-15)
+    assert standard_error(values.astype(np.float32)) == pytest.approx(expected, rel=1e-6)
+    assert math.isnan(standard_error(np.array([3.0])))
+    assert standard_error_of(2.0, 4) == 1.0 and standard_error_of(2.0, 0) == 2.0
+
+
+def test_describe():
+    d = describe(np.array([4.0, 1.0, 3.0, 2.0]))
+    assert list(d) == ["mean", "std", "min", "max", "q25", "median", "q75", "n"]
+    assert d == {"mean": 2.5, "std": pytest.approx(1.118034), "min": 1.0, "max": 4.0,
+                 "q25": 1.75, "median": 2.5, "q75": 3.25, "n": 4}
+    assert all(isinstance(d[k], float) for k in ("mean", "std", "min", "max", "q25", "median", "q75"))
+    assert d["n"] == 4
+    assert describe([1 / 3])["mean"] == 0.333333  # rounded to 6 decimals

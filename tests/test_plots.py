@@ -7,14 +7,14 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 
-from tinylens.plots import (
+from tinylens.core.plots import (
     HISTOGRAM_BINS,
     make_case_studies,
     make_hellinger_histogram,
     make_loss_curves,
     make_threshold_sweep,
-    save_figure,
 )
+from tinylens.plots import save_figure
 
 
 def curve(scale):

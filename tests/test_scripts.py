@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "scripts").glob("*.py"))
+SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "scripts").glob("*/*.py"))
 MAX_CODE_LINES = 40
 
 
@@ -23,7 +23,7 @@ def test_there_are_scripts():
     assert len(SCRIPTS) > 50
 
 
-@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_script_starts_with_the_job_prelude_and_stays_thin(path):
     """`with job(snakemake) as j:` pins torch's threads to the rule's, sends the log where the rule says and
     reads and writes JSON as UTF-8; a script that does any of that by itself does it differently."""
@@ -39,7 +39,7 @@ def test_script_starts_with_the_job_prelude_and_stays_thin(path):
     assert code_lines(path) <= MAX_CODE_LINES, f"{path.name}: {code_lines(path)} code lines; move logic to src/"
 
 
-@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_what_a_script_imports_from_the_library_exists(path):
     """A script runs only inside its job: a name moved or renamed in src/ would surface there, late."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -63,10 +63,12 @@ def test_every_family_package_is_laid_out_the_same_way():
 #: Scripts that only read tables and draw or summarise them: they start without torch, whose import
 #: (2-3 CPU-s) is most of such a job's cost. The library imports torch inside the functions that use it.
 TORCH_FREE = (
-    "build_strings", "circuits_summary", "download_corpus", "dynamics_summary", "external_dynamics_summary",
-    "external_findings", "findings", "hellinger_summary",
-    "paper_comparison", "paper_prompts", "phase_change_summary", "summarize_attention", "summarize_superposition",
-    "supporting_metrics", "tokenize", "training_summary", *(p.stem for p in SCRIPTS if p.stem.startswith("plot_")),
+    "core/build_strings", "circuits/circuits_summary", "core/download_corpus", "dynamics/dynamics_summary",
+    "external/external_dynamics_summary", "external/external_findings",
+    "findings/write_findings", "core/hellinger_summary", "comparison/paper_comparison", "core/paper_prompts",
+    "phase_change/phase_change_summary", "attention/attention_summary", "superposition/superposition_summary",
+    "supporting/supporting_metrics", "core/tokenize", "core/training_summary",
+    *(f"{p.parent.name}/{p.stem}" for p in SCRIPTS if p.stem.startswith("plot_")),
 )
 
 
@@ -76,7 +78,7 @@ def test_the_table_reading_scripts_start_without_torch():
 
     imports = {}
     for name in TORCH_FREE:
-        tree = ast.parse((SCRIPTS[0].parent / f"{name}.py").read_text(encoding="utf-8"))
+        tree = ast.parse((SCRIPTS[0].parents[1] / f"{name}.py").read_text(encoding="utf-8"))
         imports[name] = "\n".join(ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
                                   and getattr(n, "module", None) != "__future__")
     code = "import sys\n" + "".join(

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-import tinylens.search as search_module
-from tinylens.search import (
+import tinylens.core.search as search_module
+from tinylens.core.search import (
     CountsCSR,
     cumulative,
     exact_float32_matmul,
@@ -400,7 +400,7 @@ def test_bruteforce_chunks_give_the_same_result():
 
 
 def test_summaries_load_back_in_prompt_order_from_any_shards(tmp_path):
-    from tinylens.search import load_summary, write_summary
+    from tinylens.core.search import load_summary, write_summary
 
     rng = np.random.default_rng(14)
     n_blocks, n_bins = 3, len(EDGES)

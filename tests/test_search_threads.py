@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from tinylens.search import CountsCSR, search_block, threshold_edges
+from tinylens.core.search import CountsCSR, search_block, threshold_edges
 
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs two CPU threads to tell counts apart")

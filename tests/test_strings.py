@@ -3,8 +3,8 @@ import itertools
 import numpy as np
 import pytest
 
-from tinylens.corpus import CharTokenizer
-from tinylens.strings import (
+from tinylens.core.corpus import CharTokenizer
+from tinylens.core.strings import (
     MODES,
     TUNED_WITH,
     TUNING_MODES,

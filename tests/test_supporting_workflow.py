@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from tinylens.activations import load_block
+from tinylens import published
+from tinylens.core.activations import load_block
+from tinylens.core.search import cumulative, load_summary, threshold_edges
+from tinylens.core.strings import load_prompts
 from tinylens.interventions import run
-from tinylens.search import cumulative, load_summary, threshold_edges
-from tinylens.strings import load_prompts
-from tinylens.supporting import published
 from tinylens.supporting.inputs import load_subspaces
 from tinylens.supporting.schemas import ablation_schema, criterion_schema, load_subspace_tokens
 from tinylens.supporting.subspaces import token_subspaces

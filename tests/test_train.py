@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from tinylens.core.training_log import summarize_training
 from tinylens.model import ModelConfig, Transformer
 from tinylens.train import (
     BatchSampler,
@@ -17,7 +18,6 @@ from tinylens.train import (
     train,
 )
 from tinylens.train_config import checkpoint_schedule
-from tinylens.training_log import summarize_training
 
 TINY = ModelConfig(vocab_size=8, block_size=8, n_embed=16, n_layer=2, n_head=2, dropout=0.1)
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from tinylens.search import CountsCSR, search_block, threshold_edges
-from tinylens.verification import sample_prompt_ids, verify_search
+from tinylens.core.search import CountsCSR, search_block, threshold_edges
+from tinylens.core.verification import sample_prompt_ids, verify_search
 
 EDGES = threshold_edges(0.70, 0.01, 30)
 

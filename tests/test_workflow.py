@@ -15,11 +15,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tinylens.corpus import CharTokenizer
+from tinylens.core.corpus import CharTokenizer
+from tinylens.core.training_log import LOSS_COLUMNS, METRICS_KEYS
 from tinylens.interventions import record_activations
 from tinylens.model import Transformer
 from tinylens.model_config import load_config
-from tinylens.training_log import LOSS_COLUMNS, METRICS_KEYS
 from tinylens.weights import load_weights
 
 from conftest import TEST_SEEDS, run_snakemake, snakemake_cmd
@@ -236,7 +236,7 @@ def test_paper_preset_plans_four_training_jobs(repo, tmp_path):
 
 
 def test_strings_are_every_unique_substring_of_the_used_text(finished_run, corpus_path, test_preset, config):
-    from tinylens.strings import load_strings
+    from tinylens.core.strings import load_strings
 
     n = config["substring_length"]
     text = corpus_path.read_text()[: test_preset["corpus_chars"]]
@@ -246,8 +246,8 @@ def test_strings_are_every_unique_substring_of_the_used_text(finished_run, corpu
 
 
 def test_dumps_equal_a_direct_forward_of_the_model(finished_run):
-    from tinylens.activations import load_block, load_logits
-    from tinylens.strings import load_prompts, load_strings
+    from tinylens.core.activations import load_block, load_logits
+    from tinylens.core.strings import load_prompts, load_strings
     from tinylens.weights import load_model
 
     model = load_model(finished_run / "models/seed1337")
@@ -268,7 +268,7 @@ def test_dumps_equal_a_direct_forward_of_the_model(finished_run):
 
 
 def test_search_was_verified_by_prompt_id(finished_run, test_preset):
-    from tinylens.strings import load_prompts
+    from tinylens.core.strings import load_prompts
 
     report = json.loads((finished_run / "metrics/search_verification.json").read_text())
     n = test_preset["analysis"]["verify_prompts"]
@@ -286,9 +286,9 @@ def test_search_was_verified_by_prompt_id(finished_run, test_preset):
 
 def test_approximation_recomputed_from_raw_activations(finished_run):
     """Independent of the search: cosines of raw dumps, strings above the tuned thresholds, summed counts."""
-    from tinylens.activations import load_block, load_logits
-    from tinylens.approx import hellinger, softmax
-    from tinylens.strings import load_prompts, load_strings
+    from tinylens.core.activations import load_block, load_logits
+    from tinylens.core.approx import hellinger, softmax
+    from tinylens.core.strings import load_prompts, load_strings
 
     tuned = json.loads((finished_run / "approx/heldout/tuned.json").read_text())
     table = load_strings(finished_run / "strings/strings.parquet", 65)
@@ -356,8 +356,8 @@ def test_report_embeds_every_figure_with_its_caption_and_category(finished_run, 
         assert len(entry["caption"].split()) > 10, path.name
     for name, category in REPORT_FIGURES.items():
         key = f"results/test/figures/{name}.png"
-        # the caption is report/<figure>.rst's, the figure in its category, made by its plot rule
-        caption = (repo / f"report/{name}.rst").read_text(encoding="utf-8").split()
+        # the caption is report/core/<figure>.rst's, the figure in its category, made by its plot rule
+        caption = (repo / f"report/core/{name}.rst").read_text(encoding="utf-8").split()
         assert " ".join(caption[:6]) in " ".join(results[key]["caption"].split()), name
         assert results[key]["job_properties"]["rule"] == f"plot_{name}"
         assert key in [f for group in categories[category].values() for f in group]

@@ -1,19 +1,16 @@
 """tinylens: how a small character-level transformer predicts the next token.
 
-The importable library behind the Snakemake workflow. Topic modules:
-``corpus`` (fetch, tokenizer, split), ``model`` (the transformer),
-``interventions`` (the one way to run the model with recorded and edited
-hook points, from any depth; per-head weights), ``measures`` (one
-definition of Hellinger, KL, cosine, softmax, entropy, rank, unigram),
-``weights`` (safetensors I/O), ``train`` (training and exact resume),
-``strings`` (substrings, next-token counts, prompts), ``activations``
-(Parquet dumps), ``search`` (exact binned similarity search), ``approx``
-(approximation, Hellinger, tuning), ``case_studies``, ``tables`` (Parquet
-schemas), ``config`` (schema validation, presets), ``atomic`` (atomic
-writes), ``logs`` (job logs), ``plots`` (figures), ``reference`` (the
-unfused per-head attention of the original code, for checks and benchmarks).
-Analysis families live in subpackages: ``attention`` (attention as a
-dynamical system: spectra, logit and tuned lenses, speaker probes).
+The importable library behind the Snakemake workflow (docs/layout.md). One subpackage per family, each with
+its topic modules and its ``schemas`` (tables), ``plots`` (figures) and ``summary`` (metrics, sentences):
+``core`` (the reproduction: corpus, strings, activations, search, verification, approx, case studies),
+``supporting`` (the paper's supporting analyses), ``dynamics`` (training dynamics), ``phase_change`` (the
+induction-head phase change), ``circuits`` (weight-only composition), ``attention`` (attention as a
+dynamical system), ``superposition`` (toy models). Shared by every family: ``model``, ``interventions``
+(the one way to run the model with recorded and edited hook points), ``measures`` (one definition of each
+quantity), ``weights``, ``train``, ``devices``, ``tables``, ``atomic``, ``logs``, ``jobs``, ``config``,
+``plots``. The ground floor: ``families`` (the registry), ``published`` (every published number),
+``wording``. Entry points: ``cli`` (the ``tinylens`` command), ``explain``, ``restore``, ``export``,
+``external``, ``comparison``, ``findings``.
 
 Dimension names, used in every shape comment and docstring:
 

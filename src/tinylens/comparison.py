@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from tinylens.approx import PAPER_REFERENCE
-from tinylens.supporting import published
+from tinylens import published
 from tinylens.tables import Schema, write_csv
+from tinylens.wording import get, num
 
 #: The prompt mode of the supporting analyses' like-for-like values (the paper's own prompts).
 SUPPORTING_MODE = "paper"
@@ -119,46 +119,28 @@ class Row:
     needs: frozenset[str] = frozenset()
 
 
-# --- the published numbers (method.md §1-3, §6, §7, §12) ---------------------------------------------
+# --- the rows of the published numbers (tinylens.published; method.md §1-3, §6, §7, §12) ----------------
 
-PAPER_SEEDS = ("1337", "1442", "88", "99999")
-#: §2: (train, val) loss of each published model, and the step it was taken at.
-LOSSES = {"1337": (0.9334, 1.5063), "1442": (0.9293, 1.5038), "88": (0.9294, 1.4991), "99999": (0.9339, 1.4941)}
-PUBLISHED_STEPS = {"1337": 4500, "1442": 5000, "88": 4500, "99999": 4500}
-#: §6: the approximation vs the model over the paper's prompts with its values.
-HELLINGER = {"mean": PAPER_REFERENCE["approximation_mean"], "std": PAPER_REFERENCE["approximation_std"],
-             "min": 0.0013, "max": 0.9994}
-#: §6: the prompts each of the paper's Hellinger statistics is over.
-HELLINGER_PROMPTS = 20_000
 #: What a row depends on (:attr:`Row.needs`): the trained model (width, heads, context, training steps), the
 #: text (the strings searched), the prompt count (extremes grow with it; means and stds do not).
 MODEL = frozenset({"model"})
 DATA = frozenset({"data"})
-#: §6: each alternate vs the original, (mean, std).
-ALTERNATES = {"1442": (0.1064, 0.0823), "88": (0.1057, 0.0817), "99999": (0.1053, 0.0828)}
-#: §6 case studies, block 1 alone at three thresholds: (strings above it, H).
-AND_ONLY_L_BLOCK1 = {"0.95": (94, 0.071), "0.90": (612, 0.286), "0.97": (33, 0.150)}
-AND_ONLY_L_ALL_BLOCKS = {"matches": (94, 47, 70, 108, 175, 2237), "hellinger": 0.073}
-HING_TREMB = {"block1_only": 0.63, "all_blocks": 0.023}
-#: §7 and §12: one definition, in the supporting family (0-based blocks there; 1-based here).
+#: §7 and §12: the supporting analyses' numbers (0-based blocks in tinylens.published; 1-based here).
 ABLATION = {variant: tuple(by_block[b] for b in sorted(by_block)) for variant, by_block in published.ABLATION.items()}
 CRITERION_END_OF_MODEL = tuple(published.CRITERION_END_OF_MODEL[b] for b in sorted(published.CRITERION_END_OF_MODEL))
 CRITERION_SAME_STAGE = {b + 1: value for b, value in published.CRITERION_SAME_STAGE.items()}
-CRITERION_CHANCE_PERCENT = published.CRITERION_CHANCE_PERCENT
-SUBSPACE_SIGMA_RATIO_ABOVE = published.SUBSPACE_SIGMA_RATIO["sigma_ratio_more_than"]
-FINAL_LAYERNORM = {key: published.FINAL_LAYERNORM[key] for key in ("mean_output_norm", "mean_output_norm_scaled")}
 
 
 def _loss_rows() -> list[Row]:
     rows = []
-    for seed in PAPER_SEEDS:
+    for seed in published.SEEDS:
         rows.append(Row(
             f"published_step_seed{seed}", "§2", f"training step of the published model, seed {seed}",
-            PUBLISHED_STEPS[seed], at("training", "models", seed, "steps"), spread=Test("exact"), needs=MODEL,
+            published.STEPS[seed], at("training", "models", seed, "steps"), spread=Test("exact"), needs=MODEL,
             note="the paper preset trains each seed to its published step; smaller presets train fewer"))
         for i, split in enumerate(("train", "val")):
             rows.append(Row(
-                f"{split}_loss_seed{seed}", "§2", f"{split} loss, seed {seed}", LOSSES[seed][i],
+                f"{split}_loss_seed{seed}", "§2", f"{split} loss, seed {seed}", published.LOSSES[seed][i],
                 at("training", "models", seed, f"{split}_loss"),
                 spread=Test("seeds", source=at("training", "models", ALL, f"{split}_loss")),
                 headline=seed == "1337" and split == "val", needs=MODEL,
@@ -168,27 +150,27 @@ def _loss_rows() -> list[Row]:
 
 def _hellinger_rows() -> list[Row]:
     rows = []
-    for stat, value in HELLINGER.items():
+    for stat, value in published.HELLINGER.items():
         rows.append(Row(
             f"hellinger_{stat}", "§6", f"approximation vs model, {stat} of H over the prompts", value,
             at("paper_prompts", "paper_values", stat), at("heldout", "approximation", stat),
-            spread=Test("means", (HELLINGER["std"], HELLINGER_PROMPTS), at("paper_prompts", "paper_values"))
+            spread=Test("means", (published.HELLINGER["std"], published.HELLINGER_PROMPTS), at("paper_prompts", "paper_values"))
             if stat == "mean" else NO_SPREAD, headline=stat in ("mean", "std"),
             needs=DATA | {"prompts"} if stat in ("min", "max") else DATA,
             note="like-for-like: the paper's prompts, thresholds and weights, in-sample; own: held-out evaluation "
                  "prompts, thresholds and weights tuned on the held-out tuning prompts"))
     rows.append(Row(
         "hellinger_mean_tuned_values", "§6", "approximation vs model, mean H, our tuned values on the paper's prompts",
-        HELLINGER["mean"], at("paper_prompts", "approximation", "mean"), at("corpus", "approximation", "mean"),
-        spread=Test("means", (HELLINGER["std"], HELLINGER_PROMPTS), at("paper_prompts", "approximation")),
+        published.HELLINGER["mean"], at("paper_prompts", "approximation", "mean"), at("corpus", "approximation", "mean"),
+        spread=Test("means", (published.HELLINGER["std"], published.HELLINGER_PROMPTS), at("paper_prompts", "approximation")),
         headline=True, needs=DATA,
         note="for reference: the paper's prompts with the values tuned on the corpus mode's tuning prompts; own: the "
              "corpus mode's evaluation prompts"))
-    for seed, (mean, std) in ALTERNATES.items():
+    for seed, (mean, std) in published.ALTERNATES.items():
         rows.append(Row(
             f"alternate_{seed}_mean", "§6", f"seed {seed} vs the original, mean H", mean,
             at("paper_prompts", "alternates", seed, "mean"), at("heldout", "alternates", seed, "mean"),
-            spread=Test("means", (std, HELLINGER_PROMPTS), at("paper_prompts", "alternates", seed)), headline=True,
+            spread=Test("means", (std, published.HELLINGER_PROMPTS), at("paper_prompts", "alternates", seed)), headline=True,
             needs=DATA,
             note="like-for-like: the paper's prompts; own: the held-out evaluation prompts"))
         rows.append(Row(
@@ -200,31 +182,31 @@ def _hellinger_rows() -> list[Row]:
 def _case_study_rows() -> list[Row]:
     rows = []
     and_only_l = Where("prompt", "And only l")
-    for t, (matches, h) in AND_ONLY_L_BLOCK1.items():
+    for t, (matches, h) in published.AND_ONLY_L_BLOCK1.items():
         for what, value in (("matches", matches), ("hellinger", h)):
             rows.append(Row(
                 f"and_only_l_block1_{t}_{what}", "§6", f"'And only l', block 1 alone at {t}: "
                 + ("strings above the threshold" if what == "matches" else "H"), value,
                 at("case_studies", "case_studies", and_only_l, "block0_only", t, what),
                 needs=MODEL, note="the paper's model and ours differ in detail (method.md §6)"))
-    for b, matches in enumerate(AND_ONLY_L_ALL_BLOCKS["matches"]):
+    for b, matches in enumerate(published.AND_ONLY_L_ALL_BLOCKS["matches"]):
         rows.append(Row(
             f"and_only_l_block{b + 1}_matches", "§6", f"'And only l', all blocks: strings above block {b + 1}'s "
             "threshold", matches, at("case_studies", "case_studies", and_only_l, "paper_values", "matches", b),
             at("case_studies", "case_studies", and_only_l, "tuned", "matches", b),
             needs=MODEL, note="like-for-like: the paper's thresholds; own: our tuned thresholds"))
     rows.append(Row(
-        "and_only_l_all_blocks_hellinger", "§6", "'And only l', all blocks: H", AND_ONLY_L_ALL_BLOCKS["hellinger"],
+        "and_only_l_all_blocks_hellinger", "§6", "'And only l', all blocks: H", published.AND_ONLY_L_ALL_BLOCKS["hellinger"],
         at("case_studies", "case_studies", and_only_l, "paper_values", "hellinger"),
         at("case_studies", "case_studies", and_only_l, "tuned", "hellinger"),
         needs=MODEL, note="like-for-like: the paper's thresholds and weights; own: our tuned ones"))
     hing_tremb = Where("prompt", "hing tremb")
     rows.append(Row(
-        "hing_tremb_block1_hellinger", "§6", "'hing tremb', block 1 alone: H", HING_TREMB["block1_only"],
+        "hing_tremb_block1_hellinger", "§6", "'hing tremb', block 1 alone: H", published.HING_TREMB["block1_only"],
         at("case_studies", "case_studies", hing_tremb, "block0_only", "0.95", "hellinger"),
         needs=MODEL, note="at 0.95, the paper's block-1 threshold (the paper does not restate it for this prompt)"))
     rows.append(Row(
-        "hing_tremb_all_blocks_hellinger", "§6", "'hing tremb', all blocks: H", HING_TREMB["all_blocks"],
+        "hing_tremb_all_blocks_hellinger", "§6", "'hing tremb', all blocks: H", published.HING_TREMB["all_blocks"],
         at("case_studies", "case_studies", hing_tremb, "paper_values", "hellinger"),
         at("case_studies", "case_studies", hing_tremb, "tuned", "hellinger"),
         needs=MODEL, note="like-for-like: the paper's thresholds and weights; own: our tuned ones"))
@@ -259,18 +241,19 @@ def _supporting_rows(mode: str = SUPPORTING_MODE) -> list[Row]:
     block6 = ("criterion", "comparison", mode, Where("block", 5))
     rows.append(Row(
         "criterion_chance_block6", "§7", "criterion's chance level, block 6, end-of-model: % of prompts",
-        sum(CRITERION_CHANCE_PERCENT) / 2, at("supporting", *block6, "end_of_model_permutation_null_abs"),
-        at("supporting", *block6, "end_of_model_chance_exact"), spread=Test("paper_range", CRITERION_CHANCE_PERCENT),
+        sum(published.CRITERION_CHANCE_PERCENT) / 2, at("supporting", *block6, "end_of_model_permutation_null_abs"),
+        at("supporting", *block6, "end_of_model_chance_exact"), spread=Test("paper_range", published.CRITERION_CHANCE_PERCENT),
         needs=MODEL,
         note="the paper drew iid cosines from a kernel density fit (16-21%); like-for-like here: the permutation "
              "null, which keeps the real cosines exactly; own: the exact formula C(k, n) / C(V, n)"))
     rows.append(Row(
         "subspace_sigma_ratio_a", "§7", "token subspace of 'a' at the input of ln_f: sigma_1 / sigma_2",
-        SUBSPACE_SIGMA_RATIO_ABOVE, at("supporting", "token_subspaces", "a_at_ln_f_input", "sigma_ratio"),
+        published.SUBSPACE_SIGMA_RATIO["sigma_ratio_more_than"], at("supporting", "token_subspaces", "a_at_ln_f_input", "sigma_ratio"),
         at("supporting", "token_subspaces", "a_at_ln_f_input", "sigma_ratio_centred"),
-        spread=Test("lower_bound", SUBSPACE_SIGMA_RATIO_ABOVE), needs=MODEL,
+        spread=Test("lower_bound", published.SUBSPACE_SIGMA_RATIO["sigma_ratio_more_than"]), needs=MODEL,
         note="the paper states sigma_1 > 6 sigma_2; like-for-like: uncentred SVD (the notebooks); own: centred"))
-    for key, value in FINAL_LAYERNORM.items():
+    for key in ("mean_output_norm", "mean_output_norm_scaled"):
+        value = published.FINAL_LAYERNORM[key]
         rows.append(Row(
             f"final_layernorm_{key}", "§12", "final LayerNorm, last block's output "
             + ("scaled by 10" if key.endswith("scaled") else "unscaled") + ": mean ln_f output norm", value,
@@ -601,8 +584,6 @@ def markdown(table: Sequence[Mapping]) -> str:
 def findings(documents: Mapping[str, object]) -> list[str]:
     """The comparison's sentences of the run's findings (tinylens.findings): the verdict counts, what is not
     comparable and why, and the rows that differ. ``documents``: ``comparison`` (metrics/paper_comparison.json)."""
-    from tinylens.findings import get, num
-
     doc = documents["comparison"]
     c = get(doc, "counts")
     phrases = {"consistent": "agree with ours", "differs": "differ", "not comparable": "are not comparable at this "

@@ -52,7 +52,7 @@ def _describe(error: jsonschema.ValidationError) -> list[str]:
 
 
 def grid_edges(grid: Mapping[str, Any]) -> list[float]:
-    """The threshold grid's edges ``start, start + step, ...`` (as :func:`tinylens.search.threshold_edges`)."""
+    """The threshold grid's edges ``start, start + step, ...`` (as :func:`tinylens.core.search.threshold_edges`)."""
     return [round(grid["start"] + grid["step"] * k, 10) for k in range(grid["count"])]
 
 

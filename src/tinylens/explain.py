@@ -4,7 +4,7 @@
 ``results/<preset>/``: the original model, the table of strings with their next-token counts, the
 strings' ``ffwd_out`` dumps and the tuned thresholds and weights of the corpus mode. For the prompt
 it finds every string whose ``ffwd_out`` is within the smallest threshold of the grid of the
-prompt's, per block, exactly as rule ``case_studies`` does (:mod:`tinylens.case_studies`), and
+prompt's, per block, exactly as rule ``case_studies`` does (:mod:`tinylens.core.case_studies`), and
 reports per block: the tuned threshold and weight, the number of matching strings above it with
 examples, the approximation from that block alone; and the combined approximation, each against
 the model's next-token distribution (top tokens, Hellinger). For the five configured case-study
@@ -126,18 +126,18 @@ def explain(text: str, preset: str = "small", workdir: str | Path = ".", config:
     ``blocks`` (per block: threshold, weight, matches, examples, the block-alone approximation's top
     tokens and Hellinger), ``combined`` (the tuned approximation over all blocks), ``vocab`` and
     ``case_study`` (exactly the case-study summary rule ``case_studies`` writes for this prompt)."""
-    from tinylens.corpus import CharTokenizer
+    from tinylens.core.corpus import CharTokenizer
 
     run = find_run(preset, workdir, config)
     tokenizer = CharTokenizer.load(run.model_dir / "tokenizer.json")
     prompt, note = fit_prompt(text, run.length, tokenizer.vocab)
     # torch and the analysis code only once the run and the prompt are known good: a bad prompt or a
     # missing run is reported in a fraction of a second instead of after torch's 2-3 s import.
-    from tinylens.activations import load_block
     from tinylens.atomic import read_json
-    from tinylens.case_studies import approximation, find_matches, prompt_activations, summarize
+    from tinylens.core.activations import load_block
+    from tinylens.core.case_studies import approximation, find_matches, prompt_activations, summarize
+    from tinylens.core.strings import load_strings
     from tinylens.measures import hellinger
-    from tinylens.strings import load_strings
     from tinylens.weights import load_model
 
     model = load_model(run.model_dir)
@@ -208,7 +208,8 @@ def output_name(prompt: str) -> str:
 def write(e: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
     """Write the explanation as JSON and its figure as PNG into ``out_dir``, atomically."""
     from tinylens.atomic import write_json
-    from tinylens.plots import make_explanation, save_figure
+    from tinylens.core.plots import make_explanation
+    from tinylens.plots import save_figure
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tinylens.corpus import CharTokenizer
+from tinylens.core.corpus import CharTokenizer
 from tinylens.interventions import head_weights
 from tinylens.model import ModelConfig, Transformer
 from tinylens.model_config import CONFIG_FILE

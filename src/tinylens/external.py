@@ -183,9 +183,8 @@ def measure_checkpoints(source: str, steps: Sequence[int], revision: str, text: 
     from tqdm.auto import tqdm
 
     from tinylens.circuits.composition import score_table
-    from tinylens.dynamics.measure import measure_checkpoint
+    from tinylens.dynamics.measure import CheckpointTable, measure_checkpoint
     from tinylens.dynamics.probes import make_probes
-    from tinylens.dynamics.schemas import HEAD_SCORES
     from tinylens.phase_change.integrity import SHORT, weights_digest
     from tinylens.phase_change.onset import check_probe_periods, measure_onset, onset_probes
 
@@ -193,7 +192,7 @@ def measure_checkpoints(source: str, steps: Sequence[int], revision: str, text: 
     if onset is not None:  # before any checkpoint is loaded: a bad probe period costs nothing
         check_probe_periods(onset.probe_periods, context, onset.lookback_periods, "onset")
     steps = sorted(steps)
-    rows, heads, parts, config, probes = [], {"step": [], "layer": [], "head": [], **{n: [] for n in HEAD_SCORES}}, [], None, None
+    table, parts, config, probes = CheckpointTable(), [], None, None
     onset_rows, onset_heads, seen = [], [], {}
     if stream is not None and not is_local(source):
         folders = checkpoint_stream(source, steps, revision, stream)
@@ -213,14 +212,7 @@ def measure_checkpoints(source: str, steps: Sequence[int], revision: str, text: 
             repeated = onset_probes(ids[:split], config.vocab_size, context, onset) if onset is not None else None
         subject = BridgeSubject(bridge)
         with torch.no_grad():
-            row, scores = measure_checkpoint(subject, probes, settings, device)
-        rows.append({"step": step, "tokens_seen": step * tokens_per_step, **row})
-        n_layer, n_head = scores["prefix_matching"].shape
-        heads["step"] += [step] * (n_layer * n_head)
-        heads["layer"] += [b for b in range(n_layer) for _ in range(n_head)]
-        heads["head"] += [h for _ in range(n_layer) for h in range(n_head)]
-        for name in HEAD_SCORES:
-            heads[name] += scores[name].reshape(-1).tolist()
+            table.add(step, step * tokens_per_step, *measure_checkpoint(subject, probes, settings, device))
         drop = {"copy_loss_drop": float("nan"), "copy_loss_drop_se": float("nan")}
         if repeated is not None:
             drop, per_head = measure_onset(subject, repeated, device)
@@ -232,8 +224,7 @@ def measure_checkpoints(source: str, steps: Sequence[int], revision: str, text: 
         if step == steps[-1]:
             final = score_table(weights, EXTERNAL_SEED, step, samples, baseline_seed)
         del bridge, subject  # a streamed checkpoint's folder goes next: hold nothing of it
-    checkpoints = {name: ([r[name] for r in rows] if name in ("step", "tokens_seen") else np.asarray([r[name] for r in rows]))
-                   for name in rows[0]}
+    checkpoints, heads = table.columns()
     over = {k: (np.concatenate([p[k] for p in parts]) if isinstance(parts[0][k], np.ndarray)
                 else [v for p in parts for v in p[k]]) for k in parts[0]}
     onset_columns = {k: [r[k] for r in onset_rows] for k in onset_rows[0]}

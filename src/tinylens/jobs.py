@@ -58,7 +58,7 @@ class Job:
     @property
     def device(self):
         """The torch device of the rule's ``device`` param (auto: CUDA when torch sees one, else the CPU)."""
-        from tinylens.train import select_device
+        from tinylens.devices import select_device
 
         return select_device(self.params.device)
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -201,3 +202,45 @@ def kendall_tau(x, y) -> float:
     if n_x == 0 or n_y == 0:
         return float("nan")
     return float((dx * dy).sum() / np.sqrt(float(n_x) * float(n_y)))
+
+
+# --- uncertainty: one definition each, for every family's verdicts -----------------------------------------
+
+
+def describe(values) -> dict[str, float]:
+    """Mean, std (over the values: ``ddof=0``), min, max and quartiles, rounded for JSON; ``{"n": 0}`` for no
+    values."""
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) == 0:
+        return {"n": 0}
+    q25, q50, q75 = np.percentile(v, [25, 50, 75])
+    stats = {"mean": v.mean(), "std": v.std(), "min": v.min(), "max": v.max(), "q25": q25, "median": q50, "q75": q75}
+    return {**{k: round(float(x), 6) for k, x in stats.items()}, "n": len(v)}
+
+
+def standard_error(values: Array) -> float:
+    """The standard error of the mean of ``values`` (1-D): the sample standard deviation (``ddof=1``) over
+    sqrt(n), in the values' own precision (NumPy array or torch tensor); nan for fewer than two values."""
+    n = len(values)
+    if n < 2:
+        return float("nan")
+    if not isinstance(values, np.ndarray) and hasattr(values, "detach"):  # a torch tensor: its std is ddof=1
+        return float(values.std() / math.sqrt(n))
+    return float(np.asarray(values).std(ddof=1) / math.sqrt(n))
+
+
+def standard_error_of(std: float, n: int) -> float:
+    """The standard error of a mean reported as (std, n), as the metrics files record it: std / sqrt(n), n
+    counted as at least 1."""
+    return std / math.sqrt(max(n, 1))
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float] | None:
+    """The Wilson score interval of a binomial share ``successes / n`` (95% by default); None for ``n = 0``
+    (no share to bound)."""
+    if n == 0:
+        return None
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))

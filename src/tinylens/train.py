@@ -54,10 +54,11 @@ import torch
 from tqdm.auto import tqdm
 
 from tinylens.atomic import atomic_path, replace_dir, write_json
+from tinylens.core.schemas import LOSS_SCHEMA
+from tinylens.core.training_log import LOSS_COLUMNS
 from tinylens.model import ModelConfig, Transformer
 from tinylens.tables import write_csv
 from tinylens.train_config import BATCH_SAMPLINGS, PRECISIONS, Phase, TrainConfig
-from tinylens.training_log import LOSS_COLUMNS, LOSS_SCHEMA
 from tinylens.weights import checkpoint_path, save_model, save_weights
 
 log = logging.getLogger(__name__)
@@ -70,15 +71,6 @@ class TrainResult:
     model: Transformer
     metrics: dict
     history: list[dict] = field(default_factory=list)
-
-
-def select_device(requested: str = "auto") -> torch.device:
-    """``auto``: CUDA when available, else CPU."""
-    if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device 'cuda' was requested but torch sees no CUDA device; use device: auto or cpu")
-    return torch.device(requested)
 
 
 def autocast_dtype(device: torch.device, precision: str = "mixed") -> torch.dtype | None:

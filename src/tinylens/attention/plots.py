@@ -9,6 +9,8 @@ from collections.abc import Mapping
 import numpy as np
 from matplotlib.figure import Figure
 
+from tinylens.measures import standard_error
+
 
 def depth_labels(n_depths: int) -> list[str]:
     """``emb``, then the block whose output each depth is (1-based)."""
@@ -178,7 +180,7 @@ def make_attention_hull(columns: Mapping[str, np.ndarray]) -> Figure:
         for b, h in pairs:
             sel = v[(block == b) & (head == h)]
             means.append(sel.mean())
-            errs.append(1.96 * sel.std(ddof=1) / np.sqrt(len(sel)) if len(sel) > 1 else 0.0)
+            errs.append(1.96 * standard_error(sel) if len(sel) > 1 else 0.0)
         ax.errorbar(x + (i - 1) * 0.18, means, yerr=errs, fmt=marker, color=color, label=label, ms=5, capsize=2)
     ax.set_xticks(x, [f"{b + 1}.{h + 1}" for b, h in pairs], rotation=90, fontsize=7)
     ax.set(xlabel="block.head", ylabel="|v_next - weighted mean of values|^2 / |v_next|^2")

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from tinylens.attention.schemas import EIGEN_AGREEMENT, WEIGHTINGS
+from tinylens.measures import standard_error
+from tinylens.wording import get, num, percent
 
 #: What the sources say each measurement should show.
 SOURCE_CLAIMS = {
@@ -120,8 +122,6 @@ def family_metrics(seed: int, spectra: Mapping, trajectories: Mapping, probes: M
 def findings(documents: Mapping) -> list[str]:
     """The family's sentences of the run's findings (tinylens.findings). Heads 0-based (block and head), as in
     the tables. ``documents``: ``attention`` (metrics/attention.json)."""
-    from tinylens.findings import get, num, percent
-
     doc = documents["attention"]
     depths = get(doc, "trajectories", "per_depth")
     last = depths[-2] if len(depths) > 1 else depths[-1]  # the last block before the final state
@@ -166,7 +166,7 @@ def paired(real: np.ndarray, baseline: np.ndarray) -> dict:
     when it exceeds 1.96 SE (real attention nearer the next value), ``fails`` when below -1.96 SE."""
     d = np.asarray(baseline, dtype=np.float64) - np.asarray(real, dtype=np.float64)
     n = len(d)
-    se = float(d.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+    se = standard_error(d)
     mean = float(d.mean()) if n else float("nan")
     verdict = "undecided"
     if n > 1 and se > 0:

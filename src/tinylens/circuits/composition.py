@@ -239,11 +239,6 @@ def composition_scores(f: HeadFactors, kind: str) -> Tensor:
     return scores
 
 
-def matched_scores(a: tuple, b: tuple, kind: str) -> Tensor:
-    """Scores of matched pairs: ``a``, ``b`` are ``(ov_in, ov_out, q, k)`` stacks ``[samples ...]``."""
-    return _scores(_left(a[0], a[1]), _right_factor(kind, b[2], b[3], b[0], b[1]))
-
-
 def random_heads(samples: int, d_model: int, d_head: int, generator: torch.Generator,
                  std: float = INIT_STD) -> tuple[Tensor, ...]:
     """``samples`` random heads drawn as the model's init: W_Q, W_K, W_V ``[s d_model d_head]``, W_O ``[s d_head d_model]``."""

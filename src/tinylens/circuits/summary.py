@@ -8,6 +8,7 @@ import polars as pl
 
 from tinylens.circuits.schemas import KINDS
 from tinylens.circuits.training import VARIANTS, across_seeds, formation, top_pairs, variant_name
+from tinylens.wording import get, num, span
 
 #: A transformation "leaves the real model unchanged" when no logit moves by more than this
 #: (float64 throughout, so rounding gives ~1e-13; LayerNorm's eps makes a scaling move the logits
@@ -107,8 +108,6 @@ def findings(documents: dict) -> list[str]:
     """The family's sentences of the run's findings (tinylens.findings): which transformations leave the real
     model unchanged, and how the residual-basis ranking moves under the rest. ``documents``: ``circuits``
     (metrics/circuits.json)."""
-    from tinylens.findings import get, num, span
-
     doc = documents["circuits"]
     result = get(doc, "symmetry_result")
     if "not_run" in result:  # an external model: the top pairs, and why the symmetry test is not run

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinylens.measures import standard_error
+
 
 def icl_differences(loss: np.ndarray, early: tuple[int, int], late: tuple[int, int]) -> np.ndarray:
     """Per window: mean loss over positions late[0]..late[1] minus over early[0]..early[1] (0-based,
@@ -31,8 +33,7 @@ def icl_differences(loss: np.ndarray, early: tuple[int, int], late: tuple[int, i
 def icl_score(loss: np.ndarray, early: tuple[int, int], late: tuple[int, int]) -> tuple[float, float]:
     """(mean, standard error) of :func:`icl_differences` over the windows."""
     d = icl_differences(loss, early, late)
-    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
-    return float(d.mean()), se
+    return float(d.mean()), standard_error(d)
 
 
 def single_position_score(loss: np.ndarray, positions: tuple[int, int]) -> tuple[float, float]:

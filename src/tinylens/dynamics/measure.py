@@ -201,19 +201,35 @@ def measure_model(model_dir: str | Path, probes: Probes, settings: MeasureSettin
                   device: torch.device | str = "cpu", progress: bool = True) -> tuple[dict, dict]:
     """Every checkpoint of one model directory, in step order: (columns of :func:`checkpoint_schema`,
     columns of :data:`HEADS_SCHEMA`; ``layer`` is 0-based)."""
-    rows, head_columns = [], {"step": [], "layer": [], "head": [], **{name: [] for name in HEAD_SCORES}}
+    table = CheckpointTable()
     steps = checkpoint_steps(model_dir)
     log.info("%s: %d checkpoints, steps %d..%d", model_dir, len(steps), steps[0], steps[-1])
     for step in tqdm(steps, disable=not progress, unit="checkpoint", file=sys.stderr, mininterval=5.0):
         model = load_checkpoint(model_dir, step, device)
-        row, heads = measure_checkpoint(model, probes, settings, device)
-        rows.append({"step": step, "tokens_seen": step * tokens_per_step, **row})
+        table.add(step, step * tokens_per_step, *measure_checkpoint(model, probes, settings, device))
+    return table.columns()
+
+
+class CheckpointTable:
+    """The measurements of one model's checkpoints as they come, one :func:`measure_checkpoint` result each, and
+    their columns: the checkpoints' (:func:`checkpoint_schema`) and the heads' (:data:`HEADS_SCHEMA`, one row
+    per checkpoint, layer and head, ``layer`` 0-based). Our models and external suites fill it the same way."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+        self.heads: dict[str, list] = {"step": [], "layer": [], "head": [], **{name: [] for name in HEAD_SCORES}}
+
+    def add(self, step: int, tokens_seen: int, row: dict, heads: dict[str, np.ndarray]) -> None:
+        self.rows.append({"step": step, "tokens_seen": tokens_seen, **row})
         n_layer, n_head = heads["prefix_matching"].shape
-        head_columns["step"] += [step] * (n_layer * n_head)
-        head_columns["layer"] += [b for b in range(n_layer) for _ in range(n_head)]
-        head_columns["head"] += [h for _ in range(n_layer) for h in range(n_head)]
+        self.heads["step"] += [step] * (n_layer * n_head)
+        self.heads["layer"] += [b for b in range(n_layer) for _ in range(n_head)]
+        self.heads["head"] += [h for _ in range(n_layer) for h in range(n_head)]
         for name in HEAD_SCORES:
-            head_columns[name] += heads[name].reshape(-1).tolist()
-    columns = {name: ([r[name] for r in rows] if name in ("step", "tokens_seen") else np.asarray([r[name] for r in rows]))
-               for name in rows[0]}
-    return columns, head_columns
+            self.heads[name] += heads[name].reshape(-1).tolist()
+
+    def columns(self) -> tuple[dict, dict]:
+        """(the checkpoints' columns, the heads' columns)."""
+        checkpoints = {name: ([r[name] for r in self.rows] if name in ("step", "tokens_seen")
+                              else np.asarray([r[name] for r in self.rows])) for name in self.rows[0]}
+        return checkpoints, self.heads

@@ -12,6 +12,7 @@ from tinylens.dynamics.heads import prefix_matching_score
 from tinylens.dynamics.phases import critical_points, ie_kl_phases, loss_bump, phase_change_window
 from tinylens.dynamics.schemas import HEAD_SCORES, HEADS_SCHEMA, checkpoint_schema, depth_names
 from tinylens.tables import fixed_list_to_numpy, read_table
+from tinylens.wording import get, num, span
 
 #: The depth whose interaction energy is the headline curve: the token states after ``ln_f``, the
 #: last hidden state a model hands its unembedding (what "token states" means for the checkpointed
@@ -209,8 +210,6 @@ def findings(documents: dict) -> list[str]:
     change formed, the ICL score, seed 000's phases. Heads 0-based (block and head), as in the tables.
     ``documents``: ``dynamics`` (metrics/dynamics.json). An external model's (its one seed, key ``external``): the
     same sentences speak of the one model instead of counting seeds."""
-    from tinylens.findings import get, num, span
-
     doc = documents["dynamics"]
     seeds = get(doc, "seeds")
     n = len(seeds)

@@ -44,6 +44,7 @@ from tinylens.phase_change.data import tiled
 from tinylens.phase_change.detect import DetectSettings, _at_or_after, _at_or_before, detect, uniform_prefix_matching
 from tinylens.phase_change.schemas import HEADS_SCHEMA
 from tinylens.tables import Schema
+from tinylens.wording import get, num
 
 if TYPE_CHECKING:
     from tinylens.dynamics.subjects import Subject
@@ -339,8 +340,6 @@ def findings(documents: dict) -> list[str]:
     (tinylens.findings): which checkpoints repeat weights and what was done with them, then §8b's verdict in
     the §8b family's words. Layers and heads 0-based. ``documents``: ``dynamics`` (metrics/dynamics.json of
     an external model, whose one seed holds ``integrity`` and ``onset``)."""
-    from tinylens.findings import get, num
-
     (seed,) = get(documents["dynamics"], "seeds").values()
     report, onset = get(seed, "integrity"), get(seed, "onset")
     n = report["checkpoints"]

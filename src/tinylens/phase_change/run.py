@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from tinylens.dynamics.energy import interaction_energy
 from tinylens.dynamics.heads import copying_score_eigen, prefix_matching_pattern, repeat_queries
 from tinylens.dynamics.icl import icl_score, single_position_score
+from tinylens.measures import standard_error
 from tinylens.phase_change.data import MixtureSettings, Probes, ProbeSettings, mixture_windows
 from tinylens.phase_change.model import AttentionOnly, AttentionOnlyConfig
 
@@ -143,11 +144,11 @@ def measure(model: AttentionOnly, probes: Probes, ps: ProbeSettings, final: bool
             scores = per_sequence_prefix_matching(a.double(), s[:, :-1], p)  # [batch heads]
             for h in range(cfg.n_head):
                 heads.append(dict(layer=layer, head=h, period=p, prefix_matching=float(scores[:, h].mean()),
-                                  prefix_matching_se=float(scores[:, h].std() / math.sqrt(len(s))),
+                                  prefix_matching_se=standard_error(scores[:, h]),
                                   copying=float(copying[layer * cfg.n_head + h])))
     d = np.concatenate(copy_diffs)
     row["copy_loss_drop"] = float(d.mean())
-    row["copy_loss_drop_se"] = float(d.std(ddof=1) / math.sqrt(len(d)))
+    row["copy_loss_drop_se"] = standard_error(d)
     model.train()
     return row, heads
 

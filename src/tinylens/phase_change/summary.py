@@ -12,6 +12,7 @@ from tinylens.phase_change.data import MixtureSettings
 from tinylens.phase_change.detect import DetectSettings, detect, uniform_prefix_matching
 from tinylens.phase_change.schemas import HEADS_SCHEMA, curves_schema
 from tinylens.tables import read_columns
+from tinylens.wording import get, num
 
 
 def run_settings(base: dict, overrides: dict) -> dict:
@@ -141,8 +142,6 @@ def findings(documents: dict) -> list[str]:
     detected, the reference run's window and best head, the controls, the natural-text ICL score across the
     window, seed 000's phase 3. Layers and heads 0-based. ``documents``: ``phase_change``
     (metrics/phase_change.json)."""
-    from tinylens.findings import get, num
-
     doc = documents["phase_change"]
     runs = get(doc, "runs")
     name = get(doc, "controls", "reference")

@@ -10,10 +10,12 @@ from fractions import Fraction
 
 import numpy as np
 
+from tinylens.measures import wilson_interval
 from tinylens.superposition.correlated import ALIGNED_COS, ORTHOGONAL_COS
 from tinylens.superposition.geometry import REPRESENTED_NORM
 from tinylens.superposition.levels import fraction_coverage, parse_fractions
 from tinylens.superposition.phase_change import crossings
+from tinylens.wording import get, num, percent
 
 
 def summarize_uniform(models: Mapping[str, np.ndarray]) -> dict:
@@ -245,18 +247,8 @@ def summarize_tables(tables: Mapping[str, Mapping], settings: SummarySettings) -
 # --- correlated and anti-correlated feature groups -------------------------------------------------------
 
 
-def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float] | None:
-    """Wilson score 95% interval of a proportion k / n (None for n = 0)."""
-    if n == 0:
-        return None
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
-
-
 def share(k: int, n: int) -> dict:
-    return {"count": int(k), "of": int(n), "share": float(k / n) if n else None, "ci95": wilson(k, n)}
+    return {"count": int(k), "of": int(n), "share": float(k / n) if n else None, "ci95": wilson_interval(k, n)}
 
 
 def compare_shares(k1: int, n1: int, k2: int, n2: int) -> dict:
@@ -349,8 +341,6 @@ def summarize_correlated(models: Mapping, pairs: Mapping, groups: Mapping) -> di
 def findings(documents: Mapping) -> list[str]:
     """The family's sentences of the run's findings (tinylens.findings). ``documents``: ``superposition``
     (metrics/superposition.json)."""
-    from tinylens.findings import get, num, percent
-
     h = get(documents["superposition"], "headline")
     out = [f"Five sparse features in two dimensions: at the sparsest setting {num(get(h, 'uniform_sparsest_mean_represented'))} "
            f"of 5 are represented on average, as a pentagon in {percent(get(h, 'uniform_sparsest_pentagon_share'))} "

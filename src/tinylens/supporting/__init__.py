@@ -19,7 +19,6 @@ through :mod:`tinylens.measures`:
 - ``schemas``: every table's Parquet schema and the readers of the tables (no torch: the
   figure jobs import only this and ``plots``).
 - ``summary``: the per-table summaries and the metrics JSON's sections, the paper beside ours.
-- ``published``: the paper's numbers, beside which ours are reported.
 - ``plots``: this family's figures.
 
 Indexing: blocks and stages are 0-based in code, files and tables (block ``b``

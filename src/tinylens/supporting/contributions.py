@@ -23,13 +23,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from tinylens.approx import describe
+from tinylens import published
+from tinylens.measures import describe, wilson_interval
 
 #: The columns :func:`block_contributions` returns (less mode and prompt_id), one row per (prompt, block).
 COLUMNS = ("block", "sa_norm", "ffwd_norm", "norm_ratio", "cos_ffwd_sa", "cos_ffwd_out", "cos_sa_out")
-
-#: The paper's feed-forward parameter share (method.md §1): 7,089,408 of 10,788,929.
-PAPER_FFWD_SHARE = {"ffwd_parameters": 7_089_408, "parameters": 10_788_929, "percent": 65.71}
 
 
 def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -60,22 +58,12 @@ def block_contributions(block_input: Sequence[np.ndarray], sa: Sequence[np.ndarr
     return {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """The Wilson score interval of a binomial share (95% by default); ``(nan, nan)`` for ``n = 0``."""
-    if n == 0:
-        return float("nan"), float("nan")
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
-
-
 def share(condition: np.ndarray) -> dict:
     """Share of True with its Wilson interval, and the verdict: ``holds`` when the interval lies above
     1/2, ``fails`` when below, ``undecided`` when it contains 1/2."""
     condition = np.asarray(condition, dtype=bool)
     k, n = int(condition.sum()), len(condition)
-    lo, hi = wilson_interval(k, n)
+    lo, hi = wilson_interval(k, n) or (float("nan"), float("nan"))  # no prompts: no interval
     verdict = "undecided" if n == 0 or lo <= 0.5 <= hi else ("holds" if lo > 0.5 else "fails")
     return {"share": round(k / n, 6) if n else None, "ci95": [round(lo, 6), round(hi, 6)], "n": n, "verdict": verdict}
 
@@ -115,5 +103,5 @@ def ffwd_parameter_share(vocab_size: int, block_size: int, n_embed: int, n_layer
 def contributions_section(per_mode: Mapping[str, Mapping[str, np.ndarray]], n_blocks: int, model: Mapping) -> dict:
     """The metrics JSON's section: per mode the per-block summary; the parameter share beside the
     paper's. ``model``: the keys of :func:`ffwd_parameter_share` read from the model's config."""
-    return {"ffwd_parameter_share": {"ours": ffwd_parameter_share(**model), "paper": PAPER_FFWD_SHARE},
+    return {"ffwd_parameter_share": {"ours": ffwd_parameter_share(**model), "paper": published.FFWD_SHARE},
             "modes": {m: summarize_contributions(cols, n_blocks) for m, cols in per_mode.items()}}

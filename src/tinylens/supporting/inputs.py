@@ -12,8 +12,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor
 
-from tinylens.corpus import CharTokenizer
-from tinylens.strings import load_prompts
+from tinylens.core.corpus import CharTokenizer
+from tinylens.core.strings import load_prompts
 from tinylens.weights import save_tensors
 
 

@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from tinylens.plots import MODE_TITLES, plt
+from tinylens.core.plots import MODE_TITLES
+from tinylens.plots import plt
 
 VARIANT_LABELS = {"drop_sa": "drop attention (x + ffwd)", "drop_ffwd": "drop feed-forward (x + sa)"}
 CONTEXT_TITLES = {"full": "full context (ours: edit every position, run on)",

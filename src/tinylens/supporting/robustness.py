@@ -3,7 +3,7 @@
 The approximation of method.md §5 with one choice changed at a time: Euclidean distance instead of
 cosine similarity, or strings (and prompts) of another length than ``substring_length``. Every
 variant is searched over the same strings (those of a slice of the train text), tuned by the same
-coordinate descent (:func:`tinylens.approx.tune`) on the same tuning prompts, and evaluated on the same
+coordinate descent (:func:`tinylens.core.approx.tune`) on the same tuning prompts, and evaluated on the same
 evaluation prompts, so each variant's per-prompt Hellinger distances pair with the default's.
 
 A threshold is an index into a grid of ``count`` edges on a similarity *score* (larger = more alike):
@@ -16,13 +16,14 @@ range of selectivities with the same number of steps.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from tinylens.approx import approximate, hellinger, split_masks, tune
+from tinylens.core.approx import approximate, hellinger, split_masks, tune
+from tinylens.measures import standard_error
+from tinylens.wording import get, num
 
 #: Similarity measures of the variants.
 SIMILARITIES = ("cosine", "euclidean")
@@ -148,7 +149,7 @@ def count_entries(next_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
 
 def tune_and_evaluate(above: np.ndarray, q: np.ndarray, splits: np.ndarray, init: np.ndarray, rounds: int
                       ) -> tuple[dict, np.ndarray]:
-    """Tune thresholds and weights on the tuning prompts (:func:`tinylens.approx.tune`); return the tuned
+    """Tune thresholds and weights on the tuning prompts (:func:`tinylens.core.approx.tune`); return the tuned
     ``{"thresholds": indices, "weights", "tune_mean_hellinger"}`` and the Hellinger distance of every
     evaluation prompt. above: ``[prompts blocks edges vocab]``, q: ``[prompts vocab]``."""
     masks = split_masks(splits)
@@ -169,7 +170,7 @@ def paired_comparison(variant: np.ndarray, default: np.ndarray, z: float = 2.0) 
     n = len(d)
     if n < 2:
         raise ValueError(f"a paired comparison needs at least 2 prompts, got {n}")
-    mean, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(n))
+    mean, se = float(d.mean()), standard_error(d)
     from scipy.stats import wilcoxon
 
     p = None if not np.any(d) else float(wilcoxon(d).pvalue)
@@ -189,7 +190,7 @@ def summarize(hellingers: Mapping[str, np.ndarray], tuned: Mapping[str, Mapping]
         h = np.asarray(hellingers[name], dtype=np.float64)
         entry = {"similarity": similarity, "length": length, "strings": int(n_strings[length]),
                  "mean_hellinger": round(float(h.mean()), 6),
-                 "standard_error": round(float(h.std(ddof=1) / math.sqrt(len(h))), 6) if len(h) > 1 else None,
+                 "standard_error": round(standard_error(h), 6) if len(h) > 1 else None,
                  "n": len(h), **tuned[name],
                  "threshold_scores": [round(float(edges[name][b][k]), 6) for b, k in enumerate(tuned[name]["thresholds"])]}
         if name != default:
@@ -200,8 +201,6 @@ def summarize(hellingers: Mapping[str, np.ndarray], tuned: Mapping[str, Mapping]
 
 def findings_sentence(robustness: Mapping) -> str:
     """The run's finding on the robustness of the approximation, from the robustness section."""
-    from tinylens.findings import get, num
-
     variants = get(robustness, "variants")
     default = get(variants, get(robustness, "default"))
     parts = []
@@ -247,7 +246,7 @@ def run_variants(model, train_ids: np.ndarray, val_ids: np.ndarray, default_leng
     ``grid``: the cosine threshold edges; ``init``: the initial threshold indices of the tuning."""
     import torch
 
-    from tinylens.activations import last_position
+    from tinylens.core.activations import last_position
 
     vocab = model.config.vocab_size
     rows = variants(default_length, settings.lengths)

@@ -6,9 +6,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from tinylens.approx import describe
-from tinylens.supporting import published
+from tinylens import published
+from tinylens.measures import describe
 from tinylens.supporting.contributions import contributions_section
+from tinylens.wording import get, num
 
 
 def ablation_section(summary: Mapping, n_blocks: int) -> dict:
@@ -287,8 +288,6 @@ def _f(x) -> float | None:
 def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
     """The family's sentences of the run's findings (tinylens.findings), on ``mode``'s prompts (the first
     mode of the metrics where it has none). ``documents``: ``supporting`` (metrics/supporting.json)."""
-    from tinylens.findings import get, num
-
     doc = documents["supporting"]
     comparison = get(doc, "ablation", "comparison")
     mode = mode if mode in comparison else next(iter(comparison))
@@ -330,7 +329,7 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
         out.append(f"The feed-forward output is longer than the attention output in {longer} of {len(rows)} blocks and "
                    f"closer in direction to the block's output in {closer} of {len(rows)} (share of prompts with its "
                    f"95% Wilson interval above one half); it holds {num(share, 4)}% of the parameters (the paper's "
-                   f"model: 65.71%).")
+                   f"model: {published.FFWD_SHARE['percent']}%).")
     if isinstance(doc, dict) and "robustness" in doc:  # metrics of earlier runs have no robustness section
         from tinylens.supporting.robustness import findings_sentence
 

@@ -1,0 +1,28 @@
+"""Train one model, resuming from its work directory if a previous attempt was interrupted (rule train_model)."""
+
+from pathlib import Path
+
+from tinylens.config import model_config, train_config
+from tinylens.core.corpus import CharTokenizer, load_ids
+from tinylens.jobs import job
+from tinylens.train import publish, train
+
+with job(snakemake) as j:
+    params, out = j.params, j.output
+    tokenizer = CharTokenizer.load(j.input.tokenizer)
+    device = j.device
+    # torch.compile pays on a GPU (fewer, fused kernels); on a CPU compiling costs more than it saves
+    compile_mode = params.compile if device.type == "cuda" and params.compile != "none" else None
+    j.log.info("training seed %d on %s (compile: %s)", params.seed, device, compile_mode or "none")
+    result = train(
+        model_config(params.model, tokenizer.vocab_size),
+        train_config(params.train, params.seed),
+        load_ids(j.input.train),
+        load_ids(j.input.val),
+        work_dir=params.work_dir,
+        device=device,
+        compile=compile_mode,
+    )
+    publish(result, params.work_dir, Path(out.weights).parent, j.input.tokenizer)
+    j.log.info("seed %d: train loss %.4f, val loss %.4f; wrote %s", params.seed,
+               result.metrics["train_loss"], result.metrics["val_loss"], Path(out.weights).parent)

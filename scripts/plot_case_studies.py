@@ -1,7 +1,0 @@
-"""Figure: model vs approximation for the case-study prompts, with their matching strings (rule plot_case_studies)."""
-
-from tinylens.jobs import job
-from tinylens.plots import make_case_studies
-
-with job(snakemake) as j:
-    j.save_figure(make_case_studies(j.read_json(j.input.summary)))
