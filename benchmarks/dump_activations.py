@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import yaml
 
-from tinylens.config import model_config
+from tinylens.config import model_config, resolve_preset
 from tinylens.core.activations import (
     STRINGS_KEY,
     block_path,
@@ -96,7 +96,7 @@ def main(argv=None) -> None:
     parser.add_argument("--new-threads", type=int, default=1, help="torch threads of the current dump")
     args = parser.parse_args(argv)
     config = yaml.safe_load((REPO / "config/config.yaml").read_text(encoding="utf-8"))
-    preset = config["presets"][args.preset]
+    preset = resolve_preset(config, args.preset)
     analysis, length = preset["analysis"], config["substring_length"]
     text = args.corpus.read_text(encoding="utf-8")
     tokenizer = CharTokenizer.fit(text)

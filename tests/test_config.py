@@ -1,4 +1,5 @@
 import copy
+import json
 
 import pytest
 
@@ -6,6 +7,7 @@ from tinylens.config import (
     ConfigError,
     active_preset,
     all_seeds,
+    resolve_preset,
     seed_train_settings,
     train_config,
     validate_config,
@@ -99,7 +101,7 @@ def test_paper_preset_trains_as_the_original_code(config):
     assert cfg.precision == "float32" and cfg.batch_sampling == "original"
     # the laptop presets keep our own settings
     for name in ("test", "small"):
-        cfg = train_config(config["presets"][name]["train"], 1337)
+        cfg = train_config(resolve_preset(config, name)["train"], 1337)
         assert (cfg.precision, cfg.batch_sampling) == ("mixed", "separate")
     # only the named seed's settings differ, so changing one seed's step retrains only that model
     assert seed_train_settings(paper, 88) == seed_train_settings(paper, 1337)
@@ -127,11 +129,12 @@ def test_precision_and_batch_sampling_are_named_choices(config, schema):
 
 
 def _with(config, path, value):
+    """``config`` with the key at dotted ``path`` set (in a preset: written into it, over what it inherits)."""
     bad = copy.deepcopy(config)
     *parents, last = path.split(".")
     node = bad
     for key in parents:
-        node = node[key]
+        node = node.setdefault(key, {})
     node[last] = value
     return bad
 
@@ -217,13 +220,85 @@ def test_every_problem_is_listed_at_once(config, schema):
 def test_paper_short_is_the_paper_data_path_with_short_training(config):
     """paper_short differs from paper only in the training budget, the CPU layout of the jobs and the
     strings' activation kinds (only the one the search reads)."""
-    paper, short = config["presets"]["paper"], config["presets"]["paper_short"]
+    paper, short = resolve_preset(config, "paper"), resolve_preset(config, "paper_short")
     assert short["model"] == paper["model"] and short["corpus_chars"] == paper["corpus_chars"]
     layout = {"dump_batch_size", "dump_threads", "search_shards", "search_threads", "string_kinds"}
     assert {k: v for k, v in short["analysis"].items() if k not in layout} == \
         {k: v for k, v in paper["analysis"].items() if k not in layout}
     assert short["train"]["phases"][-1]["until"] <= 500 and short["train"]["resources"]["gpu"] == 0
-    for name, preset in config["presets"].items():  # a 16 GB machine trains every CPU preset
+    for name in config["presets"]:  # a 16 GB machine trains every CPU preset
+        preset = resolve_preset(config, name)
         if not preset["train"]["resources"]["gpu"]:
             assert preset["train"]["resources"]["mem_mb"] <= 8192, name
     assert short["analysis"]["string_kinds"] == ["ffwd_out"]
+
+
+# --- presets that extend others (tinylens.config.resolve_preset) ---
+
+
+def test_every_preset_resolves_to_the_values_it_had_when_each_was_written_in_full(repo, config):
+    """tests/data/presets_resolved.json: every preset as config/config.yaml wrote it out in full before presets
+    could extend one another. Resolved, each is exactly that, value for value and type for type (1 is not 1.0)."""
+    written = json.loads((repo / "tests/data/presets_resolved.json").read_text(encoding="utf-8"))
+    assert list(config["presets"]) == list(written)
+    for name, expected in written.items():
+        assert json.dumps(resolve_preset(config, name), sort_keys=True) == json.dumps(expected, sort_keys=True), name
+
+
+def _presets(**presets):
+    return {"preset": next(iter(presets)), "presets": presets}
+
+
+def test_a_child_is_merged_over_its_parent_mapping_by_mapping():
+    config = _presets(
+        base={"model": {"n_layer": 6, "n_head": 4}, "phases": [1, 2], "corpus_chars": None, "seed": 0,
+              "runs": {"a": {"seed": 0}, "b": {"seed": 1}}},
+        child={"extends": "base", "model": {"n_head": 2}, "phases": [3], "corpus_chars": 1000,
+               "runs": {"c": {"seed": 2}}, "new": {"x": 1}},
+    )
+    assert resolve_preset(config, "child") == {
+        "model": {"n_layer": 6, "n_head": 2},  # mappings merge key by key
+        "phases": [3],  # a list replaces the parent's, it is not appended to
+        "corpus_chars": 1000, "seed": 0,
+        "runs": {"a": {"seed": 0}, "b": {"seed": 1}, "c": {"seed": 2}},
+        "new": {"x": 1},
+    }
+    assert list(resolve_preset(config, "child")) == ["model", "phases", "corpus_chars", "seed", "runs", "new"]
+    assert resolve_preset(config, "base") == config["presets"]["base"]
+    resolve_preset(config, "child")["model"]["n_layer"] = 99  # a copy: the written presets stay as written
+    assert config["presets"]["base"]["model"]["n_layer"] == 6
+    config["presets"]["child"]["corpus_chars"] = None  # null replaces too (corpus_chars: null = all of it)
+    assert resolve_preset(config, "child")["corpus_chars"] is None
+
+
+def test_replace_states_a_mapping_in_full_instead_of_merging_it():
+    config = _presets(base={"runs": {"a": {"seed": 0}, "b": {"seed": 1}}, "model": {"n_head": 4}},
+                      child={"extends": "base", "replace": ["runs"], "runs": {"c": {"seed": 2}}})
+    assert resolve_preset(config, "child") == {"runs": {"c": {"seed": 2}}, "model": {"n_head": 4}}
+    config["presets"]["child"]["replace"] = ["model"]
+    with pytest.raises(ConfigError, match=r"'presets\.child\.replace' names 'model', which is not a mapping both "
+                                          r"'presets\.child' and the preset it extends \('base'\) state"):
+        resolve_preset(config, "child")
+    config["presets"]["base"]["replace"] = ["runs"]
+    with pytest.raises(ConfigError, match=r"'presets\.base\.replace' needs 'presets\.base\.extends'"):
+        resolve_preset(config, "base")
+
+
+def test_a_chain_resolves_from_its_root():
+    config = _presets(a={"x": 1, "y": {"p": 1, "q": 1}}, b={"extends": "a", "y": {"p": 2}},
+                      c={"extends": "b", "y": {"q": 3}, "z": 0})
+    assert resolve_preset(config, "c") == {"x": 1, "y": {"p": 2, "q": 3}, "z": 0}
+    assert resolve_preset({**config, "preset": "b"}) == {"x": 1, "y": {"p": 2, "q": 1}}
+
+
+def test_a_cycle_or_an_unknown_parent_is_named():
+    config = _presets(a={"extends": "b"}, b={"extends": "c"}, c={"extends": "a"})
+    with pytest.raises(ConfigError, match=r"'presets\.c\.extends' is 'a', which makes a cycle \(a -> b -> c -> a\)"):
+        resolve_preset(config, "a")
+    with pytest.raises(ConfigError, match=r"'presets\.a\.extends' is 'a', which makes a cycle \(a -> a\)"):
+        resolve_preset(_presets(a={"extends": "a"}), "a")
+    with pytest.raises(ConfigError, match=r"'presets\.test\.extends' is 'smal', which is not a preset \(did you mean "
+                                          r"'small'\?\); name one of: small"):
+        resolve_preset(_presets(test={"extends": "smal"}, small={}), "test")
+    with pytest.raises(ConfigError, match=r"'preset' is 'huge', which is not defined under 'presets'"):
+        resolve_preset(_presets(small={}), "huge")

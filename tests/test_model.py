@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from tinylens.config import active_preset, model_config
+from tinylens.config import model_config, resolve_preset
 from tinylens.interventions import record_activations
 from tinylens.model import ModelConfig, Transformer
 from tinylens.model_config import ACTIVATION_KINDS
@@ -22,7 +22,7 @@ def idx() -> torch.Tensor:
 
 
 def test_paper_preset_has_the_published_parameter_count(config):
-    paper = model_config(config["presets"]["paper"]["model"], vocab_size=65)
+    paper = model_config(resolve_preset(config, "paper")["model"], vocab_size=65)
     model = Transformer(paper)
     assert model.n_params() == 10_788_929
     assert sum(p.numel() for b in model.blocks for p in b.ffwd.parameters()) == 7_089_408
@@ -108,7 +108,7 @@ def test_model_config_rejects_bad_head_split_and_unknown_keys():
 
 def test_every_preset_builds(config):
     for name in config["presets"]:
-        cfg = model_config(active_preset({**config, "preset": name})["model"], vocab_size=65)
+        cfg = model_config(resolve_preset(config, name)["model"], vocab_size=65)
         assert Transformer(cfg).config.n_layer == 6
 
 

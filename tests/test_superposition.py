@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from tinylens.config import resolve_preset
 from tinylens.superposition.dynamics import find_jumps, plateau_noise, running_median
 from tinylens.superposition.experiments import log_grid
 from tinylens.superposition.geometry import (
@@ -353,7 +354,7 @@ def test_crossing_uses_only_points_where_both_starts_kept_their_geometry():
 
 
 def test_preset_problems_name_the_key(config):
-    spec = config["presets"]["small"]["superposition"]
+    spec = resolve_preset(config, "small")["superposition"]
     assert preset_problems(spec, "presets.small.superposition") == []
     bad = {**spec, "dynamics_sparsity": 0.33, "dimensionality": {**spec["dimensionality"], "hidden": 200}}
     problems = preset_problems(bad, "presets.small.superposition")

@@ -7,6 +7,7 @@ library function reads the configuration itself.
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Mapping
 from pathlib import Path
@@ -167,7 +168,8 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
             f"choose one of: {', '.join(presets)}"
         )
     problems += _grid_problems(config)
-    for name, preset in presets.items():
+    for name in presets:
+        preset = resolve_preset(config, name)
         problems += _preset_problems(name, preset)
         seeds = {str(s) for s in all_seeds({**config, "preset": name})}
         unknown = sorted(set(preset["train"]["final_step_by_seed"]) - seeds)
@@ -194,14 +196,99 @@ def validate_config(config: Mapping[str, Any], schema_path: str | Path) -> None:
         )
 
 
+#: The keys of a written preset that say how to resolve it, not what it sets: the preset it extends, and the
+#: mappings it states in full instead of merging them into its parent's (dotted keys).
+EXTENDS, REPLACE = "extends", "replace"
+
+
+def _merge(parent: Mapping[str, Any], child: Mapping[str, Any], replace: set[tuple[str, ...]],
+           path: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``child`` laid over ``parent``: a mapping in both is merged key by key (the parent's keys in its order,
+    then the child's new ones), except at a path in ``replace``; anything else of the child's replaces."""
+    out = dict(parent)
+    for key, value in child.items():
+        here = (*path, str(key))
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) and here not in replace:
+            out[key] = _merge(out[key], value, replace, here)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _chain(presets: Mapping[str, Any], name: str) -> list[str]:
+    """``name``, the preset it extends, that one's, ...: the root last. A cycle or a parent that is not a
+    preset is a :class:`ConfigError` naming the preset and its ``extends`` key."""
+    chain = [name]
+    while True:
+        written = presets[chain[-1]]
+        parent = written.get(EXTENDS) if isinstance(written, Mapping) else None
+        if parent is None:
+            return chain
+        key = f"presets.{chain[-1]}.{EXTENDS}"
+        if not isinstance(parent, str) or parent not in presets:
+            close = difflib.get_close_matches(str(parent), [str(p) for p in presets], n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"config key '{key}' is {parent!r}, which is not a preset{hint}; name one of: "
+                              f"{', '.join(p for p in presets if p != chain[-1])}")
+        if parent in chain:
+            raise ConfigError(f"config key '{key}' is {parent!r}, which makes a cycle "
+                              f"({' -> '.join([*chain, parent])}); a preset cannot extend itself, even through others")
+        chain.append(parent)
+
+
+def _replace_paths(presets: Mapping[str, Any], name: str, parent: Mapping[str, Any]) -> set[tuple[str, ...]]:
+    """The dotted keys of ``presets.<name>.replace``, each a mapping the preset states and its parent has."""
+    written, key = presets[name], f"presets.{name}.{REPLACE}"
+    listed = written.get(REPLACE, [])
+    if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed):
+        raise ConfigError(f"config key '{key}' must be a list of dotted keys (for example [phase_change.runs]), "
+                          f"got {listed!r}")
+    paths = set()
+    for dotted in listed:
+        path = tuple(dotted.split("."))
+        ours, theirs = written, parent
+        for part in path:
+            ours = ours.get(part) if isinstance(ours, Mapping) else None
+            theirs = theirs.get(part) if isinstance(theirs, Mapping) else None
+        if not (isinstance(ours, Mapping) and isinstance(theirs, Mapping)):
+            raise ConfigError(f"config key '{key}' names '{dotted}', which is not a mapping both 'presets.{name}' "
+                              f"and the preset it extends ('{written[EXTENDS]}') state; list only the mappings this "
+                              "preset states in full")
+        paths.add(path)
+    return paths
+
+
+def resolve_preset(config: Mapping[str, Any], name: str | None = None) -> dict[str, Any]:
+    """The preset ``name`` (default: the one ``preset`` names) with everything it inherits: laid over the preset
+    it ``extends`` (itself resolved first), mappings merged key by key, other values replacing, the mappings its
+    ``replace`` lists taken as it states them. Every reader of a preset goes through this, never through
+    ``config["presets"][name]``, which holds only what the preset writes. A new copy each call."""
+    presets = config["presets"]
+    name = config["preset"] if name is None else name
+    if name not in presets:
+        raise ConfigError(f"config key 'preset' is {name!r}, which is not defined under 'presets'; "
+                          f"choose one of: {', '.join(presets)}")
+    chain = _chain(presets, name)
+    if REPLACE in presets[chain[-1]]:
+        raise ConfigError(f"config key 'presets.{chain[-1]}.{REPLACE}' needs 'presets.{chain[-1]}.{EXTENDS}': "
+                          "a preset that extends none states everything in full already")
+    resolved: dict[str, Any] = {}
+    for below, current in zip([None, *chain[::-1]], chain[::-1]):
+        replace = _replace_paths(presets, current, resolved) if below is not None else set()
+        written = {k: v for k, v in presets[current].items() if k not in (EXTENDS, REPLACE)}
+        resolved = _merge(resolved, written, replace)
+    return resolved
+
+
 def active_preset(config: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(config["presets"][config["preset"]])
+    """The preset being run, resolved (:func:`resolve_preset`)."""
+    return resolve_preset(config)
 
 
 def all_seeds(config: Mapping[str, Any]) -> list[int]:
     """The original seed first, then the alternates the active preset trains: the first
     ``presets.<preset>.alternate_seeds`` of ``seeds.alternates`` (all of them where it is absent or null)."""
-    count = config["presets"].get(config["preset"], {}).get("alternate_seeds")
+    count = resolve_preset(config).get("alternate_seeds")
     alternates = config["seeds"]["alternates"]
     return [config["seeds"]["original"], *(alternates if count is None else alternates[:count])]
 
