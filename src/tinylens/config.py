@@ -28,14 +28,15 @@ def _key(path) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
-def _describe(error: jsonschema.ValidationError) -> list[str]:
-    where = _key(error.absolute_path)
+def _describe(error: jsonschema.ValidationError, written=list) -> list[str]:
+    """``error`` in words; ``written``: a key path (of a resolved preset) -> where it is written."""
+    where = _key(written(error.absolute_path))
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         allowed = sorted(error.schema.get("properties", {}))
         extra = [k for k in error.instance if k not in allowed]
         out = []
         for key in extra:
-            full = _key([*error.absolute_path, key])
+            full = _key(written([*error.absolute_path, key]))
             close = difflib.get_close_matches(str(key), allowed, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             out.append(f"unknown config key '{full}'{hint}; allowed here: {', '.join(allowed)}")
@@ -181,17 +182,23 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
 
 
 def validate_config(config: Mapping[str, Any], schema_path: str | Path) -> None:
-    """Raise :class:`ConfigError` listing every problem, each naming its key, or return silently."""
+    """Raise :class:`ConfigError` listing every problem, each naming its key, or return silently.
+
+    Each preset is checked as resolved (:func:`resolve_preset`), so that what it inherits counts; a problem
+    of the schema's is named where the key is written: a typo in a preset that extends another is named in
+    that preset, one in a parent once, in the parent, not in every preset that inherits it."""
     schema = yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))
     validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-    problems = [line for e in errors for line in _describe(e)]
+    resolved, problems = _resolved_presets(config)
+    if not problems:
+        errors = sorted(validator.iter_errors(resolved), key=lambda e: list(map(str, e.absolute_path)))
+        problems = [line for e in errors for line in _describe(e, lambda path: _written_at(config, path))]
     if not problems:
         problems = _semantic_problems(config)
     if problems:
         raise ConfigError(
             "invalid configuration (config/config.yaml and --config overrides):\n  - "
-            + "\n  - ".join(problems)
+            + "\n  - ".join(dict.fromkeys(problems))
             + "\nFix the key in config/config.yaml or on the command line; config/schema.yaml lists what is allowed."
         )
 
@@ -203,15 +210,23 @@ EXTENDS, REPLACE = "extends", "replace"
 
 def _merge(parent: Mapping[str, Any], child: Mapping[str, Any], replace: set[tuple[str, ...]],
            path: tuple[str, ...] = ()) -> dict[str, Any]:
-    """``child`` laid over ``parent``: a mapping in both is merged key by key (the parent's keys in its order,
-    then the child's new ones), except at a path in ``replace``; anything else of the child's replaces."""
-    out = dict(parent)
-    for key, value in child.items():
+    """``child`` laid over ``parent``: a mapping in both is merged key by key, except at a path in ``replace``;
+    anything else of the child's replaces. The keys keep the parent's order; a key new to it goes where the
+    child writes it, before the next key the child writes that the parent has (params keep their order)."""
+    order, written = list(parent), list(child)
+    for i, key in enumerate(written):
+        if key not in parent:
+            after = next((k for k in written[i + 1:] if k in parent), None)
+            order.insert(len(order) if after is None else order.index(after), key)
+    out = {}
+    for key in order:
         here = (*path, str(key))
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) and here not in replace:
-            out[key] = _merge(out[key], value, replace, here)
+        if key not in child:
+            out[key] = parent[key]
+        elif isinstance(child[key], Mapping) and isinstance(parent.get(key), Mapping) and here not in replace:
+            out[key] = _merge(parent[key], child[key], replace, here)
         else:
-            out[key] = copy.deepcopy(value)
+            out[key] = copy.deepcopy(child[key])
     return out
 
 
@@ -278,6 +293,49 @@ def resolve_preset(config: Mapping[str, Any], name: str | None = None) -> dict[s
         written = {k: v for k, v in presets[current].items() if k not in (EXTENDS, REPLACE)}
         resolved = _merge(resolved, written, replace)
     return resolved
+
+
+def _resolved_presets(config: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
+    """``config`` with every preset resolved (its ``extends`` and ``replace`` kept, for the schema to check),
+    and what stopped a preset from resolving. Where the presets are not mappings, ``config`` as it is: the
+    schema says what is wrong."""
+    presets = config.get("presets")
+    if not isinstance(presets, Mapping) or not all(isinstance(p, Mapping) for p in presets.values()):
+        return config, []
+    resolved, problems = {}, []
+    for name, written in presets.items():
+        try:
+            resolved[name] = {**{k: written[k] for k in (EXTENDS, REPLACE) if k in written},
+                              **resolve_preset(config, name)}
+        except ConfigError as err:
+            problems.append(str(err))
+    return {**config, "presets": resolved}, problems
+
+
+def _written_at(config: Mapping[str, Any], path) -> list:
+    """A key path in the resolved config -> the same key in the preset that writes it: of the preset and the
+    ones it extends (nearest first), the one that writes the longest part of the path."""
+    path = list(path)
+    if len(path) < 3 or path[0] != "presets":
+        return path
+    presets, rest = config["presets"], path[2:]
+
+    def writes(node, keys) -> bool:
+        for key in keys:
+            if isinstance(node, Mapping) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and isinstance(key, int) and key < len(node):
+                node = node[key]
+            else:
+                return False
+        return True
+
+    chain = _chain(presets, path[1])
+    for depth in range(len(rest), 0, -1):
+        for name in chain:
+            if writes(presets[name], rest[:depth]):
+                return ["presets", name, *rest]
+    return path
 
 
 def active_preset(config: Mapping[str, Any]) -> dict[str, Any]:
