@@ -1,5 +1,6 @@
 import copy
 import json
+import re
 
 import pytest
 
@@ -66,7 +67,7 @@ def test_bad_checksum_and_device_are_rejected(config, schema):
 
 
 def test_unknown_preset_lists_the_choices(config, schema):
-    with pytest.raises(ConfigError, match="'preset' is 'huge'.*test, small, paper"):
+    with pytest.raises(ConfigError, match="'preset' is 'huge'.*small, test, paper, paper_short"):
         validate_config({**config, "preset": "huge"}, schema)
 
 
@@ -240,9 +241,14 @@ def test_every_preset_resolves_to_the_values_it_had_when_each_was_written_in_ful
     """tests/data/presets_resolved.json: every preset as config/config.yaml wrote it out in full before presets
     could extend one another. Resolved, each is exactly that, value for value and type for type (1 is not 1.0)."""
     written = json.loads((repo / "tests/data/presets_resolved.json").read_text(encoding="utf-8"))
-    assert list(config["presets"]) == list(written)
+    assert sorted(config["presets"]) == sorted(written)
     for name, expected in written.items():
-        assert json.dumps(resolve_preset(config, name), sort_keys=True) == json.dumps(expected, sort_keys=True), name
+        resolved = resolve_preset(config, name)
+        assert json.dumps(resolved, sort_keys=True) == json.dumps(expected, sort_keys=True), name
+        # ... and in each section every mapping keeps its order: rules hand sections to scripts as params, and
+        # Snakemake reruns a job whose params read differently (a preset's sections are only read by name)
+        for section in expected:
+            assert json.dumps(resolved[section]) == json.dumps(expected[section]), f"{name}.{section}"
 
 
 def _presets(**presets):
@@ -264,6 +270,10 @@ def test_a_child_is_merged_over_its_parent_mapping_by_mapping():
         "new": {"x": 1},
     }
     assert list(resolve_preset(config, "child")) == ["model", "phases", "corpus_chars", "seed", "runs", "new"]
+    config["presets"]["child"] = {"first": 0, "extends": "base", "seed": 1, "model": {"n_layer": 2, "d": 1}}
+    assert list(resolve_preset(config, "child")) == ["model", "phases", "corpus_chars", "first", "seed", "runs"]
+    assert list(resolve_preset(config, "child")["model"]) == ["n_layer", "n_head", "d"]  # where it is written
+    config["presets"]["child"] = {"extends": "base", "phases": [3], "corpus_chars": 1000, "new": {"x": 1}}
     assert resolve_preset(config, "base") == config["presets"]["base"]
     resolve_preset(config, "child")["model"]["n_layer"] = 99  # a copy: the written presets stay as written
     assert config["presets"]["base"]["model"]["n_layer"] == 6
@@ -302,3 +312,33 @@ def test_a_cycle_or_an_unknown_parent_is_named():
         resolve_preset(_presets(test={"extends": "smal"}, small={}), "test")
     with pytest.raises(ConfigError, match=r"'preset' is 'huge', which is not defined under 'presets'"):
         resolve_preset(_presets(small={}), "huge")
+
+
+def test_a_preset_is_validated_as_resolved_and_each_problem_named_where_it_is_written(config, schema):
+    assert "n_head" not in config["presets"]["paper_short"].get("model", {})  # it inherits the paper's model
+    # a typo in a preset that extends another: named in that preset, with the key it meant
+    with pytest.raises(ConfigError, match=r"unknown config key 'presets\.test\.train\.batchsiz' \(did you mean "
+                                          r"'batch_size'\?\)"):
+        validate_config(_with(config, "presets.test.train.batchsiz", 8), schema)
+    # a typo in a parent: named once, in the parent, not again in the three presets that inherit it
+    with pytest.raises(ConfigError) as err:
+        validate_config(_with(config, "presets.small.attention.sequence", 8), schema)
+    assert re.findall(r"unknown config key '[^']*'", str(err.value)) == [
+        "unknown config key 'presets.small.attention.sequence'"]
+    with pytest.raises(ConfigError, match=r"'presets\.paper_short\.model\.n_head' must be of type integer"):
+        validate_config(_with(config, "presets.paper_short.model.n_head", "six"), schema)
+    # what JSON Schema cannot say is checked on the resolved preset: paper_short's n_head is the paper's 6
+    with pytest.raises(ConfigError, match=r"'presets\.paper_short\.model\.n_embed' \(100\) must be divisible by "
+                                          r"'presets\.paper_short\.model\.n_head' \(6\)"):
+        validate_config(_with(config, "presets.paper_short.model.n_embed", 100), schema)
+    # a preset must resolve to a whole one: every key stated by it or by a preset it extends
+    no_parent = copy.deepcopy(config)
+    del no_parent["presets"]["test"]["extends"], no_parent["presets"]["test"]["replace"]
+    with pytest.raises(ConfigError, match=r"config key 'presets\.test' is missing: 'train_fraction' is a required"):
+        validate_config(no_parent, schema)
+    with pytest.raises(ConfigError, match=r"'presets\.test\.extends' is 'smal', which is not a preset \(did you "
+                                          r"mean 'small'\?\)"):
+        validate_config(_with(config, "presets.test.extends", "smal"), schema)
+    with pytest.raises(ConfigError, match=r"'presets\.test\.replace' names 'phase_change\.run', which is not a "
+                                          r"mapping both"):
+        validate_config(_with(config, "presets.test.replace", ["phase_change.run"]), schema)
