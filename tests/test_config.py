@@ -342,3 +342,28 @@ def test_a_preset_is_validated_as_resolved_and_each_problem_named_where_it_is_wr
     with pytest.raises(ConfigError, match=r"'presets\.test\.replace' names 'phase_change\.run', which is not a "
                                           r"mapping both"):
         validate_config(_with(config, "presets.test.replace", ["phase_change.run"]), schema)
+
+
+def test_every_family_checks_its_own_section_for_every_preset(repo, config, schema):
+    """Each family's schemas.py says what the schema cannot (check_config), and validate_config asks every one,
+    for every preset, before any job is planned: a family with such a check that is not asked checks nothing."""
+    import importlib
+
+    from tinylens.config import FAMILY_SCHEMAS
+
+    with_checks = {f"tinylens.{path.parent.name}.schemas" for path in (repo / "src/tinylens").glob("*/schemas.py")
+                   if hasattr(importlib.import_module(f"tinylens.{path.parent.name}.schemas"), "check_config")}
+    assert set(FAMILY_SCHEMAS) == with_checks
+    # one problem of each family's, in a preset that is not the one being run
+    bad = _with(config, "presets.test.superposition.dimensionality.hidden", 25)
+    bad = _with(bad, "presets.paper.phase_change.reference", "main_s9")
+    bad = _with(bad, "presets.test.dynamics.measure.energy_windows", 65)
+    bad = _with(bad, "supporting.robustness.lengths", [5, 40])
+    with pytest.raises(ConfigError) as err:
+        validate_config(bad, schema)
+    assert [line.split(" (")[0].split(":")[0] for line in str(err.value).splitlines()[1:-1]] == [
+        "  - config key 'supporting.robustness.lengths' has [40], longer than the context",
+        "  - config key 'presets.test.dynamics.measure.energy_windows'",
+        "  - config key 'presets.test.superposition.dimensionality.hidden'",
+        "  - config key 'presets.paper.phase_change.reference'",
+    ]

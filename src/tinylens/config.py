@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import importlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,12 @@ import yaml
 
 from tinylens.model_config import ModelConfig
 from tinylens.train_config import Phase, TrainConfig, checkpoint_schedule
+
+#: The analysis families whose ``schemas`` module checks their settings: ``check_config(preset, config, where)``
+#: -> problems, each naming its key (``where``: the preset's, ``presets.<name>``); what concerns the core is
+#: checked here.
+FAMILY_SCHEMAS = ("tinylens.supporting.schemas", "tinylens.dynamics.schemas", "tinylens.phase_change.schemas",
+                  "tinylens.superposition.schemas")
 
 
 class ConfigError(ValueError):
@@ -118,26 +125,6 @@ def _preset_problems(name: str, preset: Mapping[str, Any]) -> list[str]:
             problems.append(
                 f"config key '{key}.train.checkpoints.first' ({first}) must be below seed {seed}'s last step "
                 f"({final}, '{key}.train.final_step_by_seed.{seed}')")
-    # --- family: training dynamics (issue 9) ---
-    dynamics, context = preset["dynamics"]["measure"], model["block_size"]
-    early, late = dynamics["icl_positions"]
-    if not early < late < context:
-        problems.append(f"config key '{key}.dynamics.measure.icl_positions' ({[early, late]}) must be "
-                        f"[early, late] with early < late < the context length (model.block_size = {context})")
-    (a, b), (c, d) = dynamics["icl_bands"]
-    if not (a <= b < c <= d < context):
-        problems.append(f"config key '{key}.dynamics.measure.icl_bands' ({dynamics['icl_bands']}) must be "
-                        f"[[a, b], [c, d]] with a <= b < c <= d < the context length (model.block_size = {context})")
-    repeat = dynamics["repeat"]
-    if repeat["length"] * repeat["copies"] > context:
-        problems.append(f"config key '{key}.dynamics.measure.repeat': {repeat['copies']} copies of "
-                        f"{repeat['length']} tokens exceed the context length ({context})")
-    if dynamics["energy_windows"] > dynamics["val_windows"]:
-        problems.append(f"config key '{key}.dynamics.measure.energy_windows' ({dynamics['energy_windows']}) "
-                        f"must not exceed '{key}.dynamics.measure.val_windows' ({dynamics['val_windows']})")
-    # --- end family: training dynamics ---
-    # --- family: the induction-head phase change (method.md §8b) ---
-    problems += _phase_change_problems(preset["phase_change"], key)
     n = analysis["n_prompts"]
     n_tune = int(round(analysis["tune_fraction"] * n))
     if not 0 < n_tune < n:
@@ -169,15 +156,22 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
             f"choose one of: {', '.join(presets)}"
         )
     problems += _grid_problems(config)
+    found = {}
     for name in presets:
         preset = resolve_preset(config, name)
-        problems += _preset_problems(name, preset)
+        found[name] = _preset_problems(name, preset)
+        for family in FAMILY_SCHEMAS:
+            found[name] += importlib.import_module(family).check_config(preset, config, f"presets.{name}")
         seeds = {str(s) for s in all_seeds({**config, "preset": name})}
         unknown = sorted(set(preset["train"]["final_step_by_seed"]) - seeds)
         if unknown:
-            problems.append(
+            found[name].append(
                 f"config key 'presets.{name}.train.final_step_by_seed' names seeds {unknown}, which are not the "
                 f"original or an alternate seed ({', '.join(sorted(seeds, key=int))}); name one of those")
+    for name, own in found.items():  # a problem a preset inherits with its parent's values: named for the parent
+        parent = presets[name].get(EXTENDS)
+        inherited = set(found.get(parent, ()))
+        problems += [p for p in own if p.replace(f"presets.{name}.", f"presets.{parent}.") not in inherited]
     return problems
 
 
@@ -395,34 +389,3 @@ def train_config(train: Mapping[str, Any], seed: int) -> TrainConfig:
         precision=train["precision"],
         batch_sampling=train["batch_sampling"],
     )
-
-
-def _phase_change_problems(phase: dict, key: str) -> list[str]:
-    """What the schema cannot say of ``phase_change``: the reference is a run, and in every run the
-    ICL bands and probe periods fit the context and the probes avoid the training periods."""
-    problems = []
-    if phase["reference"] not in phase["runs"]:
-        problems.append(f"config key '{key}.phase_change.reference' ({phase['reference']!r}) must name one of "
-                        f"'{key}.phase_change.runs' ({sorted(phase['runs'])})")
-    probes = phase["probes"]
-    for name, run in phase["runs"].items():
-        settings = {**phase["base"], **run, "mixture": {**phase["base"]["mixture"], **run.get("mixture", {})}}
-        context, mixture = settings["context"], settings["mixture"]
-        (a, b), (c, d) = probes["early_band"], probes["late_band"]
-        if not a <= b < c <= d < context:
-            problems.append(f"config key '{key}.phase_change.probes.early_band/late_band' ({[a, b]}, {[c, d]}) must "
-                            f"satisfy early first <= last < late first <= last < the context of run {name} ({context})")
-        early, late = probes["single_positions"]
-        if not early < late < context:
-            problems.append(f"config key '{key}.phase_change.probes.single_positions' ({[early, late]}) must lie "
-                            f"inside the context of run {name} ({context}), early before late")
-        if mixture["period_min"] > mixture["period_max"]:
-            problems.append(f"config key '{key}.phase_change' run {name}: period_min > period_max")
-        for p in probes["probe_periods"]:
-            if mixture["repeat_fraction"] > 0 and mixture["period_min"] <= p <= mixture["period_max"]:
-                problems.append(f"config key '{key}.phase_change.probes.probe_periods': {p} lies among run {name}'s "
-                                f"training periods {mixture['period_min']}-{mixture['period_max']}; probe at others")
-            if 2 * p > context + 1:
-                problems.append(f"config key '{key}.phase_change.probes.probe_periods': {p} repeated twice exceeds "
-                                f"run {name}'s context ({context})")
-    return problems
