@@ -54,8 +54,8 @@ def test_top_level_typo_is_named(config, schema):
 
 def test_wrong_type_names_key_and_expected_type(config, schema):
     bad = copy.deepcopy(config)
-    bad["presets"]["test"]["model"]["n_embed"] = "big"
-    with pytest.raises(ConfigError, match=r"'presets\.test\.model\.n_embed' must be of type integer, got 'big' \(str\)"):
+    bad["presets"]["test"]["model"]["d_model"] = "big"
+    with pytest.raises(ConfigError, match=r"'presets\.test\.model\.d_model' must be of type integer, got 'big' \(str\)"):
         validate_config(bad, schema)
 
 
@@ -74,7 +74,7 @@ def test_unknown_preset_lists_the_choices(config, schema):
 def test_cross_field_constraints(config, schema):
     bad = copy.deepcopy(config)
     bad["presets"]["test"]["model"]["n_head"] = 3
-    with pytest.raises(ConfigError, match="n_embed' \\(32\\) must be divisible"):
+    with pytest.raises(ConfigError, match="d_model' \\(32\\) must be divisible"):
         validate_config(bad, schema)
     bad = copy.deepcopy(config)
     bad["presets"]["test"]["train"]["checkpoints"]["first"] = 10_000
@@ -243,6 +243,8 @@ def test_every_preset_resolves_to_the_values_it_had_when_each_was_written_in_ful
     written = json.loads((repo / "tests/data/presets_resolved.json").read_text(encoding="utf-8"))
     assert sorted(config["presets"]) == sorted(written)
     for name, expected in written.items():
+        # the one key renamed since: model.n_embed is model.d_model, in the same place
+        expected["model"] = {("d_model" if k == "n_embed" else k): v for k, v in expected["model"].items()}
         resolved = resolve_preset(config, name)
         assert json.dumps(resolved, sort_keys=True) == json.dumps(expected, sort_keys=True), name
         # ... and in each section every mapping keeps its order: rules hand sections to scripts as params, and
@@ -328,9 +330,9 @@ def test_a_preset_is_validated_as_resolved_and_each_problem_named_where_it_is_wr
     with pytest.raises(ConfigError, match=r"'presets\.paper_short\.model\.n_head' must be of type integer"):
         validate_config(_with(config, "presets.paper_short.model.n_head", "six"), schema)
     # what JSON Schema cannot say is checked on the resolved preset: paper_short's n_head is the paper's 6
-    with pytest.raises(ConfigError, match=r"'presets\.paper_short\.model\.n_embed' \(100\) must be divisible by "
+    with pytest.raises(ConfigError, match=r"'presets\.paper_short\.model\.d_model' \(100\) must be divisible by "
                                           r"'presets\.paper_short\.model\.n_head' \(6\)"):
-        validate_config(_with(config, "presets.paper_short.model.n_embed", 100), schema)
+        validate_config(_with(config, "presets.paper_short.model.d_model", 100), schema)
     # a preset must resolve to a whole one: every key stated by it or by a preset it extends
     no_parent = copy.deepcopy(config)
     del no_parent["presets"]["test"]["extends"], no_parent["presets"]["test"]["replace"]
@@ -367,3 +369,27 @@ def test_every_family_checks_its_own_section_for_every_preset(repo, config, sche
         "  - config key 'presets.test.superposition.dimensionality.hidden'",
         "  - config key 'presets.paper.phase_change.reference'",
     ]
+
+
+def test_the_width_is_d_model_in_the_config_and_n_embed_in_a_models_config_json(config, schema, tmp_path):
+    """One name, d_model, from the presets to the code; a model's config.json keeps the name it always had,
+    so that every model folder written before loads and a run writes the same bytes."""
+    from tinylens.config import model_config
+    from tinylens.model_config import ModelConfig, load_config
+    from tinylens.weights import save_config
+
+    shape = model_config(resolve_preset(config, "test")["model"], vocab_size=65)
+    assert shape.d_model == 32
+    save_config(tmp_path / "config.json", shape)
+    assert (tmp_path / "config.json").read_text() == json.dumps(
+        {"vocab_size": 65, "block_size": 32, "n_embed": 32, "n_layer": 6, "n_head": 2, "dropout": 0.0}, indent=2) + "\n"
+    assert load_config(tmp_path / "config.json") == shape
+    code_names = {k: v for k, v in {**shape.to_dict(), "d_model": 32}.items() if k != "n_embed"}
+    with pytest.raises(ValueError, match=r"unknown keys \['d_model'\] / missing keys \['n_embed'\]"):
+        ModelConfig.from_dict(code_names)  # config.json's names, not the code's
+    # the old name in a preset is named with the new one
+    renamed = copy.deepcopy(config)
+    renamed["presets"]["test"]["model"]["n_embed"] = renamed["presets"]["test"]["model"].pop("d_model")
+    with pytest.raises(ConfigError, match=r"unknown config key 'presets\.test\.model\.n_embed' \(did you mean "
+                                          r"'d_model'\?\)"):
+        validate_config(renamed, schema)

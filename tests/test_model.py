@@ -7,7 +7,7 @@ from tinylens.model import ModelConfig, Transformer
 from tinylens.model_config import ACTIVATION_KINDS
 from tinylens.reference import ReferenceTransformer, load_fused_weights
 
-SMALL = ModelConfig(vocab_size=65, block_size=16, n_embed=32, n_layer=3, n_head=4, dropout=0.1)
+SMALL = ModelConfig(vocab_size=65, block_size=16, d_model=32, n_layer=3, n_head=4, dropout=0.1)
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def test_last_position_is_a_slice_of_all_positions(model, idx):
     with torch.no_grad():
         _, every = record_activations(model, idx, positions="all")
         _, last = record_activations(model, idx, positions="last")
-    b, n, pos, d = SMALL.n_layer, idx.shape[0], idx.shape[1], SMALL.n_embed
+    b, n, pos, d = SMALL.n_layer, idx.shape[0], idx.shape[1], SMALL.d_model
     assert last["ffwd_out"].shape == (b, n, d)
     assert every["ffwd_out"].shape == (b, n, pos, d)
     assert last["attn_pattern"].shape == (b, n, SMALL.n_head, pos)
@@ -101,7 +101,7 @@ def test_generate_is_reproducible_and_extends_the_prompt(model):
 
 def test_model_config_rejects_bad_head_split_and_unknown_keys():
     with pytest.raises(ValueError, match="divisible"):
-        ModelConfig(n_embed=30, n_head=4)
+        ModelConfig(d_model=30, n_head=4)
     with pytest.raises(ValueError, match="unknown keys \\['n_embd'\\]"):
         ModelConfig.from_dict({"n_embd": 3})
 

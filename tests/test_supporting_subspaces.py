@@ -22,7 +22,7 @@ VOCAB, D = 7, 12
 @pytest.fixture(scope="module")
 def model():
     torch.manual_seed(0)
-    m = Transformer(ModelConfig(vocab_size=VOCAB, block_size=8, n_embed=D, n_layer=2, n_head=2, dropout=0.0))
+    m = Transformer(ModelConfig(vocab_size=VOCAB, block_size=8, d_model=D, n_layer=2, n_head=2, dropout=0.0))
     with torch.no_grad():  # an unembedding strong enough for confident predictions
         m.lm_head.weight.mul_(300.0)
         for block in m.blocks:

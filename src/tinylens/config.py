@@ -27,6 +27,10 @@ FAMILY_SCHEMAS = ("tinylens.supporting.schemas", "tinylens.dynamics.schemas", "t
                   "tinylens.superposition.schemas")
 
 
+#: Keys whose name changed, by their old name: an old name is named with its new one.
+RENAMED = {"n_embed": "d_model"}
+
+
 class ConfigError(ValueError):
     """The configuration does not match the schema; the message lists every problem by key."""
 
@@ -44,7 +48,7 @@ def _describe(error: jsonschema.ValidationError, written=list) -> list[str]:
         out = []
         for key in extra:
             full = _key(written([*error.absolute_path, key]))
-            close = difflib.get_close_matches(str(key), allowed, n=1)
+            close = [RENAMED[key]] if RENAMED.get(key) in allowed else difflib.get_close_matches(str(key), allowed, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             out.append(f"unknown config key '{full}'{hint}; allowed here: {', '.join(allowed)}")
         return out
@@ -101,9 +105,9 @@ def _preset_problems(name: str, preset: Mapping[str, Any]) -> list[str]:
     problems = []
     key = f"presets.{name}"
     model, train, analysis = preset["model"], preset["train"], preset["analysis"]
-    if model["n_embed"] % model["n_head"]:
+    if model["d_model"] % model["n_head"]:
         problems.append(
-            f"config key '{key}.model.n_embed' ({model['n_embed']}) must be divisible "
+            f"config key '{key}.model.d_model' ({model['d_model']}) must be divisible "
             f"by '{key}.model.n_head' ({model['n_head']})"
         )
     ends = [p["until"] for p in train["phases"]]
