@@ -3,6 +3,7 @@ import json
 import re
 
 import pytest
+import yaml
 
 from tinylens.config import (
     ConfigError,
@@ -393,3 +394,15 @@ def test_the_width_is_d_model_in_the_config_and_n_embed_in_a_models_config_json(
     with pytest.raises(ConfigError, match=r"unknown config key 'presets\.test\.model\.n_embed' \(did you mean "
                                           r"'d_model'\?\)"):
         validate_config(renamed, schema)
+
+
+def test_the_preset_in_docs_configuration_md_is_valid_and_resolves_as_it_says(repo, config, schema):
+    block = re.search(r"```yaml\n(.*?)```", (repo / "docs/configuration.md").read_text(encoding="utf-8"), re.S)
+    ours = copy.deepcopy(config)
+    ours["presets"].update(yaml.safe_load(block.group(1))["presets"])
+    validate_config(ours, schema)
+    wide, small = resolve_preset(ours, "small_wide"), resolve_preset(config, "small")
+    assert wide["model"] == {**small["model"], "d_model": 128} and len(wide["train"]["phases"]) == 2
+    assert list(wide["phase_change"]["runs"]) == ["main_s0", "one_layer"]
+    assert {k: v for k, v in wide.items() if k not in ("model", "train", "phase_change")} == \
+        {k: v for k, v in small.items() if k not in ("model", "train", "phase_change")}
