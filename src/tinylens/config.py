@@ -17,15 +17,9 @@ from typing import Any
 import jsonschema
 import yaml
 
+from tinylens.families import FAMILIES
 from tinylens.model_config import ModelConfig
 from tinylens.train_config import Phase, TrainConfig, checkpoint_schedule
-
-#: The analysis families whose ``schemas`` module checks their settings: ``check_config(preset, config, where)``
-#: -> problems, each naming its key (``where``: the preset's, ``presets.<name>``); what concerns the core is
-#: checked here.
-FAMILY_SCHEMAS = ("tinylens.supporting.schemas", "tinylens.dynamics.schemas", "tinylens.phase_change.schemas",
-                  "tinylens.superposition.schemas")
-
 
 #: Keys whose name changed, by their old name: an old name is named with its new one.
 RENAMED = {"n_embed": "d_model"}
@@ -164,8 +158,8 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
     for name in presets:
         preset = resolve_preset(config, name)
         found[name] = _preset_problems(name, preset)
-        for family in FAMILY_SCHEMAS:
-            found[name] += importlib.import_module(family).check_config(preset, config, f"presets.{name}")
+        for check in family_checks():
+            found[name] += check(preset, config, f"presets.{name}")
         seeds = {str(s) for s in all_seeds({**config, "preset": name})}
         unknown = sorted(set(preset["train"]["final_step_by_seed"]) - seeds)
         if unknown:
@@ -177,6 +171,19 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
         inherited = set(found.get(parent, ()))
         problems += [p for p in own if p.replace(f"presets.{name}.", f"presets.{parent}.") not in inherited]
     return problems
+
+
+def family_checks() -> list:
+    """Each family's own check of its settings, in the registry's order (:data:`tinylens.families.FAMILIES`): the
+    ``check_config(preset, config, where)`` of its ``tinylens.<family>.schemas`` where it has one, which returns
+    what the schema cannot say, one message per problem naming its key (``where``: the preset's key,
+    ``presets.<name>``). What concerns the core is checked here, in :func:`_preset_problems`."""
+    checks = []
+    for family in FAMILIES:
+        if (Path(__file__).parent / family.key / "schemas.py").is_file():  # the comparison is one module
+            module = importlib.import_module(f"tinylens.{family.key}.schemas")
+            checks += [module.check_config] if hasattr(module, "check_config") else []
+    return checks
 
 
 def validate_config(config: Mapping[str, Any], schema_path: str | Path) -> None:
