@@ -59,7 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(vocab_size=65, block_size=32, n_embed=args.d_model, n_layer=args.n_layer,
+    model = Transformer(ModelConfig(vocab_size=65, block_size=32, d_model=args.d_model, n_layer=args.n_layer,
                                     n_head=args.n_head, dropout=0.0)).eval()
     tokens = torch.randint(0, 65, (args.prompts, 10))
     cpu = {"ours": [], "from the tokens": []}

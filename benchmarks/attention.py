@@ -23,7 +23,7 @@ from tinylens.attention.probes import choose_speakers, passages, pooled_features
 from tinylens.attention.spectra import measure_heads
 from tinylens.attention.trajectories import collect_positions, evenly_spaced_windows, measure_trajectories
 from tinylens.attention.tuned_lens import LensTraining, train_tuned_lens
-from tinylens.config import model_config
+from tinylens.config import model_config, resolve_preset
 from tinylens.core.corpus import CharTokenizer, load_ids
 from tinylens.devices import select_device
 from tinylens.model import Transformer
@@ -51,7 +51,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    preset = config["presets"][args.preset]
+    preset = resolve_preset(config, args.preset)
     settings = preset["attention"]
     device = select_device(args.device)
     tokenizer = CharTokenizer.load(args.data / "tokenizer.json")

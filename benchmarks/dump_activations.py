@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import yaml
 
-from tinylens.config import model_config
+from tinylens.config import model_config, resolve_preset
 from tinylens.core.activations import (
     STRINGS_KEY,
     block_path,
@@ -57,7 +57,7 @@ def reference_dump(model: Transformer, tokenizer: CharTokenizer, strings: Sequen
     cfg = model.config
     n = len(strings[0])
     ids = tokenizer.encode("".join(strings)).reshape(len(strings), n)
-    schema = block_schema(kinds, cfg.n_embed)
+    schema = block_schema(kinds, cfg.d_model)
     footer = {STRINGS_KEY: strings_digest(strings)}
     with ExitStack() as stack:
         writers = [stack.enter_context(table_writer(block_path(out_dir, b), schema, metadata=footer))
@@ -96,7 +96,7 @@ def main(argv=None) -> None:
     parser.add_argument("--new-threads", type=int, default=1, help="torch threads of the current dump")
     args = parser.parse_args(argv)
     config = yaml.safe_load((REPO / "config/config.yaml").read_text(encoding="utf-8"))
-    preset = config["presets"][args.preset]
+    preset = resolve_preset(config, args.preset)
     analysis, length = preset["analysis"], config["substring_length"]
     text = args.corpus.read_text(encoding="utf-8")
     tokenizer = CharTokenizer.fit(text)
@@ -107,7 +107,7 @@ def main(argv=None) -> None:
     kinds, batch_size = analysis["string_kinds"], analysis["dump_batch_size"]
     for key, value in machine().items():
         print(f"- {key}: {value}")
-    print(f"\n{args.strings:,} strings of {length}, preset {args.preset} (d_model {model.config.n_embed}, "
+    print(f"\n{args.strings:,} strings of {length}, preset {args.preset} (d_model {model.config.d_model}, "
           f"{model.config.n_layer} blocks), kinds {kinds}, batch {batch_size}; reference {args.old_threads} "
           f"thread(s), current {args.new_threads}\n")
     old_times, new_times, split = [], [], {}

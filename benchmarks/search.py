@@ -186,8 +186,8 @@ def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to
     table = load_strings(inputs["strings"], cfg.vocab_size)
     counts = table.counts("corpus")
     csr = CountsCSR.from_dense(counts)
-    q = orthonormal_columns(project_to, cfg.n_embed, args.seed) if project_to else None
-    d_model = project_to or cfg.n_embed
+    q = orthonormal_columns(project_to, cfg.d_model, args.seed) if project_to else None
+    d_model = project_to or cfg.d_model
     device = torch.device(args.device)
     naive_rows = prompt_rows[: args.naive_prompts]
     check = np.random.default_rng(args.seed + 3).choice(len(prompt_rows), args.check_prompts, replace=False)
@@ -203,7 +203,7 @@ def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to
     # compiles the kernels once
     search_block(warm[:3], warm, csr.take(np.arange(300)), EDGES, threads=args.threads, device=device)
     for b in range(cfg.n_layer):
-        strings = load_block(inputs["dumps"], b, KIND, cfg.n_embed, strings=table.strings)
+        strings = load_block(inputs["dumps"], b, KIND, cfg.d_model, strings=table.strings)
         if q is not None:
             strings = strings @ q.T  # [strings 384], float32
         prompts = np.ascontiguousarray(strings[prompt_rows])
@@ -253,7 +253,7 @@ def run_shape(name: str, inputs: dict, prompt_rows: np.ndarray, args, project_to
     return {
         "shape": name, "d_model": d_model, "prompts": len(prompt_rows), "strings": len(table),
         "blocks": cfg.n_layer, "pairs": pairs, "threads": args.threads,
-        "projected_from": cfg.n_embed if q is not None else None, "naive_prompts": len(naive_rows),
+        "projected_from": cfg.d_model if q is not None else None, "naive_prompts": len(naive_rows),
         "times": total, "per_block": times, "bare_gemm": bare,
         "ratio_wall": total["ours"]["wall"] / total[bare]["wall"],
         "ratio_cpu": total["ours"]["cpu"] / total[bare_cpu]["cpu"],

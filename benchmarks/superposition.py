@@ -27,6 +27,7 @@ import torch
 import yaml
 
 from tinylens.atomic import write_json
+from tinylens.config import resolve_preset
 from tinylens.devices import select_device
 from tinylens.plots import save_figure
 from tinylens.superposition import plots
@@ -107,7 +108,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = select_device(args.device)
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    spec = config["presets"][args.preset]["superposition"]
+    spec = resolve_preset(config, args.preset)["superposition"]
     defs = config["superposition"]
     fractions = parse_fractions(defs["fractions"])
     seed, thr = spec["seed"], defs["represented_norm"]

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from tinylens.config import model_config
+from tinylens.config import model_config, resolve_preset
 from tinylens.devices import select_device
 from tinylens.model import Transformer, estimate_flops_per_token
 from tinylens.reference import ReferenceTransformer, load_fused_weights
@@ -104,7 +104,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = select_device(args.device)
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    preset = config["presets"][args.preset]
+    preset = resolve_preset(config, args.preset)
     cfg = model_config(preset["model"], vocab_size=65)
     batch = args.batch_size or preset["train"]["batch_size"]
     tokens = batch * cfg.block_size

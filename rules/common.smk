@@ -1,7 +1,7 @@
 # Shared by every stage: the active preset, output paths, wildcard constraints, resources.
 from tinylens.config import active_preset, all_seeds, seed_train_settings
 from tinylens.core.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
-from tinylens.model_config import MODEL_FILES, VECTOR_KINDS
+from tinylens.model_config import MODEL_FILES, VECTOR_KINDS, file_form
 from tinylens.resources import STRING_BYTES, STRING_VALUE_BYTES, per_row, table_rows, width_factor
 from tinylens.families import FAMILIES, comparison_documents, family
 
@@ -97,7 +97,7 @@ def figures(category, family=None, mem_mb=600, under=results, prefix="", **table
 
 
 # --- resources: memory and time of the data-sized rules grow with their inputs (tinylens.resources) ---
-D_MODEL = SETTINGS["model"]["n_embed"]
+D_MODEL = SETTINGS["model"]["d_model"]
 N_BINS = config["threshold_grid"]["count"]
 PROMPTS_PER_SHARD = -(-max(ANALYSIS["n_prompts"], ANALYSIS["paper_prompts"]) // ANALYSIS["search_shards"])
 

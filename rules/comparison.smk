@@ -1,6 +1,7 @@
 # The published numbers of method.md beside ours, in one table (tinylens.comparison; method.md §12).
 # Its sources (COMPARISON_SOURCES) are in common.smk.
 from tinylens.comparison import differences as paper_differences
+from tinylens.config import resolve_preset
 
 
 rule paper_comparison:
@@ -19,7 +20,7 @@ rule paper_comparison:
         files={name: path for name, (path, _) in COMPARISON_SOURCES.items()},
         absent=absent_sources,
         # what of this preset differs from the paper preset's (rows that depend on it are "not comparable")
-        differences=paper_differences(SETTINGS, config["presets"]["paper"]),
+        differences=paper_differences(SETTINGS, resolve_preset(config, "paper")),
     resources:
         mem_mb=400,
         runtime=5,

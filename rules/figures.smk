@@ -46,9 +46,9 @@ for rule_name, row in FIGURES.items():
                 category=row["category"],
             ),
         params:
+            **row["params"],
             # the folder of the figure's script (read by this rule's script: path, not by the script)
             family=row["family"],
-            **row["params"],
         resources:
             mem_mb=row["mem_mb"],
             runtime=5,

@@ -1,19 +1,10 @@
 # Superposition in toy models (method.md §11, after Elhage et al. 2022). Needs neither the corpus nor
 # the transformer: five sweeps of toy models, each trained as one batched stack of independent models,
 # then the headline numbers and one figure per script. Target: `snakemake --cores all superposition`.
-from tinylens.config import ConfigError
-from tinylens.superposition.summary import preset_problems
 from tinylens.superposition.summary import summary_settings
 
 SUPER = SETTINGS["superposition"]
 SUPER_DEFS = config["superposition"]
-_problems = preset_problems(SUPER, f"presets.{PRESET}.superposition")
-if _problems:
-    raise ConfigError(
-        "invalid configuration (config/config.yaml and --config overrides):\n  - "
-        + "\n  - ".join(_problems)
-        + "\nFix the key in config/config.yaml."
-    )
 
 
 SUPERPOSITION_COMMON = dict(

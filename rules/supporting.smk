@@ -2,11 +2,11 @@
 # endpoint and vector sums, token subspaces, and the criterion. Target: `snakemake --cores all supporting`.
 # Reads the core's outputs (models, prompts, prompt activations, search summaries, tuned thresholds).
 from tinylens.resources import forward_batch_mb, prompt_row_bytes, subspace_memory
-from tinylens.supporting.schemas import check_stages
 
 SUPPORTING = config["supporting"]
 SUPPORTING_SIZES = SETTINGS["supporting"]
-SUBSPACE_STAGES = check_stages(SUPPORTING["subspace_stages"], N_LAYER, "supporting.subspace_stages")
+# from the end of the model; checked against the preset (tinylens.supporting.schemas.check_config)
+SUBSPACE_STAGES = sorted(SUPPORTING["subspace_stages"], reverse=True)
 
 
 PROMPT_TABLES = expand(results("strings/prompts_{mode}.parquet"), mode=MODES)

@@ -8,7 +8,9 @@ rule train_model:
         checkpoints=directory(model_files("{seed}", "checkpoints")["checkpoints"]),
     params:
         seed=lambda wc: int(wc.seed),
-        model=SETTINGS["model"],
+        # the shape as config.json names it (n_embed for d_model): the params recorded with the models trained
+        # before the rename still match, so those are not retrained
+        model=file_form(SETTINGS["model"]),
         # this seed's settings (its own last step where final_step_by_seed names it)
         train=lambda wc: seed_train_settings(TRAIN, int(wc.seed)),
         device=config["device"],

@@ -87,7 +87,9 @@ def test_config(corpus_path):
 
 @pytest.fixture(scope="session")
 def test_preset(config):
-    return config["presets"]["test"]
+    from tinylens.config import resolve_preset
+
+    return resolve_preset(config, "test")
 
 
 #: The fixtures of the runs that go on in the background, in the order their tests go: first the tests that

@@ -14,7 +14,7 @@ from tinylens.core.corpus import CharTokenizer
 from tinylens.interventions import record_activations
 from tinylens.model import ModelConfig, Transformer
 
-CFG = ModelConfig(vocab_size=65, block_size=16, n_embed=16, n_layer=3, n_head=2, dropout=0.0)
+CFG = ModelConfig(vocab_size=65, block_size=16, d_model=16, n_layer=3, n_head=2, dropout=0.0)
 N_STRINGS = 300
 
 
@@ -57,12 +57,12 @@ def test_dump_writes_one_file_per_block_and_logits(dump):
 
 
 def test_dumped_rows_equal_a_direct_forward_of_each_string(dump, model, tokenizer, strings):
-    blocks = {(b, k): load_block(dump, b, k, CFG.n_embed, strings=strings)
+    blocks = {(b, k): load_block(dump, b, k, CFG.d_model, strings=strings)
               for b in range(CFG.n_layer) for k in VECTOR_KINDS}
     logits = load_logits(dump, CFG.vocab_size)
     assert logits.shape == (N_STRINGS, CFG.vocab_size) and logits.dtype == np.float32
     for arr in blocks.values():
-        assert arr.shape == (N_STRINGS, CFG.n_embed) and arr.dtype == np.float32
+        assert arr.shape == (N_STRINGS, CFG.d_model) and arr.dtype == np.float32
     rows = [0, 63, 64, 65, 200, N_STRINGS - 1] + list(np.random.default_rng(1).choice(N_STRINGS, 6, replace=False))
     for row in rows:  # first/last rows of batches and random ones
         direct_logits, acts = _direct(model, tokenizer, strings[row])
@@ -76,7 +76,7 @@ def test_dumped_rows_equal_a_direct_forward_of_each_string(dump, model, tokenize
 
 
 def test_block_input_of_next_block_is_the_sum_of_the_previous_block(dump):
-    x = {(b, k): load_block(dump, b, k, CFG.n_embed) for b in range(CFG.n_layer) for k in VECTOR_KINDS}
+    x = {(b, k): load_block(dump, b, k, CFG.d_model) for b in range(CFG.n_layer) for k in VECTOR_KINDS}
     for b in range(CFG.n_layer - 1):
         np.testing.assert_allclose(x[b + 1, "block_input"], x[b, "block_input"] + x[b, "sa_out"] + x[b, "ffwd_out"],
                                    atol=1e-5)
@@ -84,19 +84,19 @@ def test_block_input_of_next_block_is_the_sum_of_the_previous_block(dump):
 
 def test_row_count_mismatch_is_a_value_error(dump, strings):
     with pytest.raises(ValueError, match=f"has {N_STRINGS} rows but its table has {N_STRINGS + 1}"):
-        load_block(dump, 0, "ffwd_out", CFG.n_embed, strings=[*strings, strings[0]])
+        load_block(dump, 0, "ffwd_out", CFG.d_model, strings=[*strings, strings[0]])
 
 
 def test_a_dump_of_other_strings_with_as_many_rows_is_refused(dump, strings):
     """Readers join dumps to tables by row: a dump of the same number of other strings (another prompt
     mode or sample) is refused, not silently misaligned."""
-    np.testing.assert_array_equal(load_block(dump, 1, "ffwd_out", CFG.n_embed, strings=strings),
-                                  load_block(dump, 1, "ffwd_out", CFG.n_embed))
+    np.testing.assert_array_equal(load_block(dump, 1, "ffwd_out", CFG.d_model, strings=strings),
+                                  load_block(dump, 1, "ffwd_out", CFG.d_model))
     assert load_logits(dump, CFG.vocab_size, strings=strings).shape == (N_STRINGS, CFG.vocab_size)
     swapped = [strings[1], strings[0], *strings[2:]]  # same strings, two rows in another order
     for other in (swapped, [s[::-1] for s in strings]):
         with pytest.raises(ValueError, match=r"block1\.parquet was dumped for other strings than its table's"):
-            load_block(dump, 1, "ffwd_out", CFG.n_embed, strings=other)
+            load_block(dump, 1, "ffwd_out", CFG.d_model, strings=other)
         with pytest.raises(ValueError, match=r"logits\.parquet was dumped for other strings"):
             load_logits(dump, CFG.vocab_size, strings=other)
     with pytest.raises(ValueError, match=f"has {N_STRINGS} rows but its table has {N_STRINGS - 1}"):
@@ -108,25 +108,25 @@ def test_a_dump_without_a_strings_digest_is_refused_when_rows_are_joined(tmp_pat
 
     table = pq.read_table(block_path(dump, 0))
     pq.write_table(table.replace_schema_metadata({}), block_path(tmp_path, 0))  # as an older tinylens wrote it
-    assert load_block(tmp_path, 0, "ffwd_out", CFG.n_embed).shape == (N_STRINGS, CFG.n_embed)
+    assert load_block(tmp_path, 0, "ffwd_out", CFG.d_model).shape == (N_STRINGS, CFG.d_model)
     with pytest.raises(ValueError, match="records no digest of the strings it was dumped for"):
-        load_block(tmp_path, 0, "ffwd_out", CFG.n_embed, strings=strings)
+        load_block(tmp_path, 0, "ffwd_out", CFG.d_model, strings=strings)
 
 
 def test_other_d_model_is_a_value_error(dump):
     with pytest.raises(ValueError, match="wrong types"):
-        load_block(dump, 0, "ffwd_out", CFG.n_embed + 1)
+        load_block(dump, 0, "ffwd_out", CFG.d_model + 1)
 
 
 def test_kind_not_dumped_is_a_value_error_naming_it(tmp_path, model, tokenizer, strings):
     dump_activations(model, tokenizer, strings[:20], tmp_path, ["ffwd_out", "sa_out"], batch_size=8, progress=False)
-    got = load_block(tmp_path, 2, "sa_out", CFG.n_embed, strings=strings[:20])
+    got = load_block(tmp_path, 2, "sa_out", CFG.d_model, strings=strings[:20])
     _, acts = _direct(model, tokenizer, strings[7])
     np.testing.assert_allclose(got[7], acts["sa_out"][2, 0].numpy(), atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="no 'block_input' column"):
-        load_block(tmp_path, 0, "block_input", CFG.n_embed)
+        load_block(tmp_path, 0, "block_input", CFG.d_model)
     with pytest.raises(ValueError, match="no 'attn_pattern' column"):
-        load_block(tmp_path, 0, "attn_pattern", CFG.n_embed)
+        load_block(tmp_path, 0, "attn_pattern", CFG.d_model)
 
 
 def test_truncated_block_file_is_a_value_error(tmp_path, dump):
@@ -134,13 +134,13 @@ def test_truncated_block_file_is_a_value_error(tmp_path, dump):
     data = block_path(dump, 1).read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match="truncated or not a Parquet file") as err:
-        load_block(tmp_path, 1, "ffwd_out", CFG.n_embed)
+        load_block(tmp_path, 1, "ffwd_out", CFG.d_model)
     assert str(path) in str(err.value)
 
 
 def test_missing_block_file_is_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError, match="block4.parquet is missing"):
-        load_block(tmp_path, 4, "ffwd_out", CFG.n_embed)
+        load_block(tmp_path, 4, "ffwd_out", CFG.d_model)
     with pytest.raises(FileNotFoundError):
         load_logits(tmp_path, CFG.vocab_size)
 

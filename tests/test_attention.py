@@ -33,7 +33,7 @@ def random_causal(pos: int, n: int = 1, seed: int = 0) -> torch.Tensor:
 @pytest.fixture(scope="module")
 def model() -> Transformer:
     torch.manual_seed(0)
-    return Transformer(ModelConfig(vocab_size=11, block_size=12, n_embed=16, n_layer=3, n_head=2, dropout=0.0)).eval()
+    return Transformer(ModelConfig(vocab_size=11, block_size=12, d_model=16, n_layer=3, n_head=2, dropout=0.0)).eval()
 
 
 # --- spectra ------------------------------------------------------------------------------------

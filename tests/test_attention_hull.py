@@ -60,7 +60,7 @@ def test_paired_verdict():
 
 def test_a_model_gives_one_row_per_block_head_window_and_exact_head_outputs():
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(vocab_size=11, block_size=12, n_embed=16, n_layer=2, n_head=4, dropout=0.0))
+    model = Transformer(ModelConfig(vocab_size=11, block_size=12, d_model=16, n_layer=2, n_head=4, dropout=0.0))
     cols = measure_hull(model, torch.randint(0, 11, (5, 12)), seed=0)
     assert len(cols["block"]) == 2 * 4 * 5
     assert cols["identity_error"].max() < 1e-5

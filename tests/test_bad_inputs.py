@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinylens.config import ConfigError, validate_config
+from tinylens.config import ConfigError, resolve_preset, validate_config
 from tinylens.logs import log_to
 
 
@@ -16,7 +16,7 @@ def _bad(config, **changes):
         *parents, last = path.split("__")
         node = bad
         for key in parents:
-            node = node[key]
+            node = node.setdefault(key, {})  # in a preset: written over what it inherits
         node[last] = value
     return bad
 
@@ -50,9 +50,9 @@ def _resume_changed_lr(config):
     from tinylens.config import model_config, train_config
     from tinylens.train import check_resume_fingerprint, run_fingerprint
 
-    train = config["presets"]["test"]["train"]
+    train = resolve_preset(config, "test")["train"]
     faster = {**train, "phases": [{**train["phases"][0], "lr": 1e-3}, *train["phases"][1:]]}
-    model = model_config(config["presets"]["test"]["model"], 65)
+    model = model_config(resolve_preset(config, "test")["model"], 65)
     ids = np.arange(100, dtype=np.uint8)
     before, after = (run_fingerprint(model, train_config(t, 1337), ids, ids, torch.device("cpu")) for t in (train, faster))
     check_resume_fingerprint({"fingerprint": json.dumps(before, sort_keys=True)}, after,
@@ -67,8 +67,8 @@ def _resume_other_threads(config):
     from tinylens.config import model_config, train_config
     from tinylens.train import check_resume_fingerprint, run_fingerprint
 
-    model = model_config(config["presets"]["test"]["model"], 65)
-    cfg, ids, before = train_config(config["presets"]["test"]["train"], 1337), np.arange(100, dtype=np.uint8), {}
+    model = model_config(resolve_preset(config, "test")["model"], 65)
+    cfg, ids, before = train_config(resolve_preset(config, "test")["train"], 1337), np.arange(100, dtype=np.uint8), {}
     threads = torch.get_num_threads()
     try:
         for n in (1, 2):
@@ -118,8 +118,8 @@ def _foreign_weights(config):
     from tinylens.weights import load_model, save_config, save_model
 
     directory = Path("results/test/models/seed1337")
-    save_model(directory, Transformer(model_config(config["presets"]["small"]["model"], 65)))
-    save_config(directory / "config.json", model_config(config["presets"]["test"]["model"], 65))
+    save_model(directory, Transformer(model_config(resolve_preset(config, "small")["model"], 65)))
+    save_config(directory / "config.json", model_config(resolve_preset(config, "test")["model"], 65))
     load_model(directory)
 
 
@@ -129,7 +129,7 @@ def _random_bytes_as_weights(config):
 
     directory = Path("results/test/models/seed1337")
     directory.mkdir(parents=True)
-    save_config(directory / "config.json", model_config(config["presets"]["test"]["model"], 65))
+    save_config(directory / "config.json", model_config(resolve_preset(config, "test")["model"], 65))
     (directory / "model.safetensors").write_bytes(np.random.default_rng(0).bytes(1000))
     load_model(directory)
 

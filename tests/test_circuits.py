@@ -44,7 +44,7 @@ F64 = torch.float64
 def random_model(d=16, n_layer=3, n_head=2, vocab=11, block=12, seed=0) -> Transformer:
     """A float64 model with non-trivial LayerNorm gains and biases, so nothing passes by accident of the init."""
     torch.manual_seed(seed)
-    m = Transformer(ModelConfig(vocab_size=vocab, block_size=block, n_embed=d, n_layer=n_layer, n_head=n_head,
+    m = Transformer(ModelConfig(vocab_size=vocab, block_size=block, d_model=d, n_layer=n_layer, n_head=n_head,
                                 dropout=0.0)).to(F64).eval()
     with torch.no_grad():
         for name, p in m.named_parameters():
@@ -80,7 +80,7 @@ def dense(f, a, b, kind):
 def hand_built_model():
     """Two blocks of two heads (d_model 8, d_head 4). Head 0.0 reads e1 and writes e2 (rank one).
     Head 1.0 queries e2 and keys e3, and its values read e2; head 1.1 reads only e4 and e5."""
-    m = Transformer(ModelConfig(vocab_size=5, block_size=4, n_embed=8, n_layer=2, n_head=2, dropout=0.0)).to(F64)
+    m = Transformer(ModelConfig(vocab_size=5, block_size=4, d_model=8, n_layer=2, n_head=2, dropout=0.0)).to(F64)
     e = torch.eye(8, dtype=F64)
     with torch.no_grad():
         for blk in m.blocks:
@@ -129,7 +129,7 @@ def test_factored_scores_equal_the_dense_products_in_every_basis(model):
 
 def test_basis_products_are_the_documented_ones(model):
     """residual/ignored: the raw weights; folded: P diag(g) W; token: W_E (...) and W_U read through ln_f."""
-    d = model.config.n_embed
+    d = model.config.d_model
     w = head_weights(model, 1)
     centre = torch.eye(d, dtype=F64) - torch.ones(d, d, dtype=F64) / d
     g1, gf = model.blocks[1].ln1.weight.detach(), model.ln_f.weight.detach()
@@ -160,7 +160,7 @@ def test_read_map_of_a_batch_equals_per_matrix():
 def test_random_head_baseline_is_one_over_sqrt_d():
     """The source's number: random Gaussian heads compose at about 1/sqrt(d_model) (0.051 at 384)."""
     d, h = 64, 16
-    m = Transformer(ModelConfig(vocab_size=5, block_size=4, n_embed=d, n_layer=2, n_head=d // h, dropout=0.0))
+    m = Transformer(ModelConfig(vocab_size=5, block_size=4, d_model=d, n_layer=2, n_head=d // h, dropout=0.0))
     gen = torch.Generator().manual_seed(0)
     heads_a, heads_b = random_heads(300, d, h, gen), random_heads(300, d, h, gen)
     base = baselines(basis_of(m, "residual", "ignored"), heads_a, heads_b)
@@ -254,7 +254,7 @@ def test_token_scores_never_move_and_residual_scores_move_only_under_non_orthogo
 
 
 def test_real_model_survives_only_orthogonal_t_fixing_ones_and_scalings(model, tokens):
-    d = model.config.n_embed
+    d = model.config.d_model
     gen = torch.Generator().manual_seed(5)
     with torch.no_grad():
         real = run(model, tokens).logits
@@ -397,7 +397,7 @@ def test_circuits_family_end_to_end(finished_run, config):
     best = df.filter((pl.col("basis") == "residual") & (pl.col("layernorm") == "ignored") & (pl.col("kind") == "K"))
     assert top[0]["score"] - top[0]["baseline_mean"] == pytest.approx(
         float((best["score"] - best["baseline_mean"]).max()))
-    assert metrics["baselines"]["residual/ignored"]["K"]["mean"] == pytest.approx(1 / math.sqrt(cfg.n_embed), rel=0.05)
+    assert metrics["baselines"]["residual/ignored"]["K"]["mean"] == pytest.approx(1 / math.sqrt(cfg.d_model), rel=0.05)
     assert set(metrics["across_seeds"]["token/ignored"]["V"]["alternates"]) == {str(s) for s in seeds[1:]}
 
     # The symmetry test: the same LayerNorm-free model, token scores fixed, residual ranks moved by cond 1000.

@@ -19,7 +19,7 @@ pytest.importorskip("transformer_lens.model_bridge.sources.native")  # attaches 
 
 def our_model() -> Transformer:
     torch.manual_seed(0)
-    m = Transformer(ModelConfig(vocab_size=13, block_size=10, n_embed=16, n_layer=3, n_head=4, dropout=0.0)).eval()
+    m = Transformer(ModelConfig(vocab_size=13, block_size=10, d_model=16, n_layer=3, n_head=4, dropout=0.0)).eval()
     with torch.no_grad():
         for name, p in m.named_parameters():
             if name.endswith("bias"):
@@ -36,11 +36,11 @@ def bridge_of(model: Transformer):
     head has none; the logits are compared without it)."""
     cfg = model.config
     bridge = tl_bridge.TransformerBridge.boot_native(dict(
-        d_model=cfg.n_embed, n_layers=cfg.n_layer, n_heads=cfg.n_head, d_head=cfg.d_head, d_mlp=4 * cfg.n_embed,
+        d_model=cfg.d_model, n_layers=cfg.n_layer, n_heads=cfg.n_head, d_head=cfg.d_head, d_mlp=4 * cfg.d_model,
         d_vocab=cfg.vocab_size, n_ctx=cfg.block_size, act_fn="relu", normalization_type="LN",
         positional_embedding_type="standard", eps=1e-5))
     native = bridge.original_model
-    d = cfg.n_embed
+    d = cfg.d_model
     with torch.no_grad():
         native.tok_embed.weight.copy_(model.tok_emb.weight)
         native.pos.weight.copy_(model.pos_emb.weight)

@@ -24,6 +24,7 @@ from tinylens.comparison import (
     seeds_test,
     write_table_csv,
 )
+from tinylens.config import resolve_preset
 from tinylens.tables import read_csv
 
 DOCS = {
@@ -32,8 +33,9 @@ DOCS = {
     "hellinger": {"paper_values": {"mean": 0.20, "std": 0.1}, "flag": True, "missing": None,
                   "cases": [{"prompt": "And only l", "matches": [94, 40]}, {"prompt": "hing tremb", "matches": [3, 4]}]},
 }
-#: the presets of the committed configuration
-SETTINGS = yaml.safe_load((Path(__file__).parents[1] / "config/config.yaml").read_text(encoding="utf-8"))["presets"]
+#: the presets of the committed configuration, resolved
+CONFIG = yaml.safe_load((Path(__file__).parents[1] / "config/config.yaml").read_text(encoding="utf-8"))
+SETTINGS = {name: resolve_preset(CONFIG, name) for name in CONFIG["presets"]}
 FILES = {"training": "metrics/training.json", "hellinger": "metrics/hellinger_paper.json"}
 
 

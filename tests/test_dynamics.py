@@ -181,7 +181,7 @@ def test_probes_are_fixed_and_well_formed():
 def unigram_model(unigram: np.ndarray) -> Transformer:
     """A model whose every prediction is the unigram: lm_head ignores the stream, its bias is log u."""
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(vocab_size=len(unigram), block_size=16, n_embed=16, n_layer=2, n_head=2,
+    model = Transformer(ModelConfig(vocab_size=len(unigram), block_size=16, d_model=16, n_layer=2, n_head=2,
                                     dropout=0.0)).eval()
     with torch.no_grad():
         model.lm_head.weight.zero_()
@@ -226,7 +226,7 @@ def test_kl_to_the_unigram_in_both_directions():
 
 def test_unigram_direction_finds_a_reachable_target_and_only_then_zero():
     torch.manual_seed(1)
-    model = Transformer(ModelConfig(vocab_size=9, block_size=4, n_embed=8, n_layer=1, n_head=2, dropout=0.0)).eval()
+    model = Transformer(ModelConfig(vocab_size=9, block_size=4, d_model=8, n_layer=1, n_head=2, dropout=0.0)).eval()
     peaked = np.eye(9)[0] * 0.92 + 0.01
     # at the init (lm_head weights ~0.02) every logit stays near 0: a peaked distribution is out of reach
     assert unigram_direction(model, peaked, restarts=3, steps=100, seed=0) > 1.0

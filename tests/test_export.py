@@ -29,7 +29,7 @@ def require_transformer_lens():
 
 def tiny_model(seed=0):
     torch.manual_seed(seed)
-    model = Transformer(ModelConfig(vocab_size=7, block_size=8, n_embed=12, n_layer=2, n_head=3, dropout=0.0))
+    model = Transformer(ModelConfig(vocab_size=7, block_size=8, d_model=12, n_layer=2, n_head=3, dropout=0.0))
     with torch.no_grad():  # non-zero biases and LayerNorm affines, so a misplaced one shows
         for name, p in model.named_parameters():
             if "ln" in name or name.endswith("bias"):
@@ -128,7 +128,7 @@ def test_trained_models_match_in_transformer_lens(finished_run):
             for b in range(model.config.n_layer):
                 for kind, hook in (("block_input", "hook_resid_pre"), ("sa_out", "hook_attn_out"),
                                    ("ffwd_out", "hook_mlp_out")):
-                    dumped = load_block(dumps, b, kind, model.config.n_embed, strings=prompts)
+                    dumped = load_block(dumps, b, kind, model.config.d_model, strings=prompts)
                     np.testing.assert_allclose(dumped, cache[f"blocks.{b}.{hook}"][:, -1].numpy(), atol=1e-5,
                                                rtol=0, err_msg=f"seed {seed} {mode} block {b} {kind}")
         worst[seed] = max(diffs)

@@ -35,7 +35,7 @@ def ours_and_imported(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("external")
     tokenizer = CharTokenizer.fit(TEXT)
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(vocab_size=tokenizer.vocab_size, n_embed=16, n_layer=3, n_head=2, block_size=16,
+    model = Transformer(ModelConfig(vocab_size=tokenizer.vocab_size, d_model=16, n_layer=3, n_head=2, block_size=16,
                                     dropout=0.0)).eval()
     with torch.no_grad():  # break the init's symmetry between LayerNorm gains so folding matters
         for p in model.parameters():

@@ -22,7 +22,7 @@ from tinylens.model import ModelConfig, Transformer
 @pytest.fixture(scope="module")
 def model():
     torch.manual_seed(0)
-    m = Transformer(ModelConfig(vocab_size=11, block_size=12, n_embed=16, n_layer=3, n_head=4, dropout=0.0)).eval()
+    m = Transformer(ModelConfig(vocab_size=11, block_size=12, d_model=16, n_layer=3, n_head=4, dropout=0.0)).eval()
     # Non-trivial biases and LayerNorm gains so that no check passes by accident of the init.
     with torch.no_grad():
         for name, p in m.named_parameters():

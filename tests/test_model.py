@@ -1,13 +1,13 @@
 import pytest
 import torch
 
-from tinylens.config import active_preset, model_config
+from tinylens.config import model_config, resolve_preset
 from tinylens.interventions import record_activations
 from tinylens.model import ModelConfig, Transformer
 from tinylens.model_config import ACTIVATION_KINDS
 from tinylens.reference import ReferenceTransformer, load_fused_weights
 
-SMALL = ModelConfig(vocab_size=65, block_size=16, n_embed=32, n_layer=3, n_head=4, dropout=0.1)
+SMALL = ModelConfig(vocab_size=65, block_size=16, d_model=32, n_layer=3, n_head=4, dropout=0.1)
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def idx() -> torch.Tensor:
 
 
 def test_paper_preset_has_the_published_parameter_count(config):
-    paper = model_config(config["presets"]["paper"]["model"], vocab_size=65)
+    paper = model_config(resolve_preset(config, "paper")["model"], vocab_size=65)
     model = Transformer(paper)
     assert model.n_params() == 10_788_929
     assert sum(p.numel() for b in model.blocks for p in b.ffwd.parameters()) == 7_089_408
@@ -57,7 +57,7 @@ def test_last_position_is_a_slice_of_all_positions(model, idx):
     with torch.no_grad():
         _, every = record_activations(model, idx, positions="all")
         _, last = record_activations(model, idx, positions="last")
-    b, n, pos, d = SMALL.n_layer, idx.shape[0], idx.shape[1], SMALL.n_embed
+    b, n, pos, d = SMALL.n_layer, idx.shape[0], idx.shape[1], SMALL.d_model
     assert last["ffwd_out"].shape == (b, n, d)
     assert every["ffwd_out"].shape == (b, n, pos, d)
     assert last["attn_pattern"].shape == (b, n, SMALL.n_head, pos)
@@ -101,14 +101,14 @@ def test_generate_is_reproducible_and_extends_the_prompt(model):
 
 def test_model_config_rejects_bad_head_split_and_unknown_keys():
     with pytest.raises(ValueError, match="divisible"):
-        ModelConfig(n_embed=30, n_head=4)
+        ModelConfig(d_model=30, n_head=4)
     with pytest.raises(ValueError, match="unknown keys \\['n_embd'\\]"):
         ModelConfig.from_dict({"n_embd": 3})
 
 
 def test_every_preset_builds(config):
     for name in config["presets"]:
-        cfg = model_config(active_preset({**config, "preset": name})["model"], vocab_size=65)
+        cfg = model_config(resolve_preset(config, name)["model"], vocab_size=65)
         assert Transformer(cfg).config.n_layer == 6
 
 

@@ -162,6 +162,13 @@ def test_every_rule_is_given_exactly_the_params_its_script_reads(repo, rules):
     assert not problems, "\n".join(problems)
 
 
+def test_the_train_job_is_given_the_models_shape_as_its_config_json_names_it(rules):
+    """n_embed, config.json's name for d_model (tinylens.model_config.FILE_NAMES): Snakemake compares a job's
+    params with those recorded when its outputs were made, so the models trained before the rename keep theirs."""
+    assert rules["train_model"]["params"]["model"] == {"n_embed": 32, "n_layer": 6, "n_head": 2, "block_size": 32,
+                                                       "dropout": 0.0}
+
+
 @pytest.mark.workflow
 def test_a_summary_only_threshold_reruns_only_the_summary(finished_run, repo, test_config, tmp_path):
     """Change a phase threshold of the training-dynamics summary in a finished run: Snakemake plans the

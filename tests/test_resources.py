@@ -75,7 +75,7 @@ def test_the_model_shaped_formulas(job_input):
     dump = dump_memory(lambda wildcards: ["ffwd_out"], 6, 64, 10, 4096)(None, job_input)
     assert dump == int(850 + (2**20 * (1900 + 256) + 4096 * 10 * 64 * 4 * (6 + 10)) / MB)
     assert subspace_memory(100, 64)(None, job_input) == 1000 + 48 * 100 * 61 * 64 * 4 // MB
-    mem = attention_memory({"n_layer": 6, "block_size": 64, "n_embed": 64, "n_head": 4},
+    mem = attention_memory({"n_layer": 6, "block_size": 64, "d_model": 64, "n_head": 4},
                            {"lens_sequences": 128, "sequences": 32})
     assert mem["spectra"] == int(450 + 16 * 6 * 16 * 4 * 64**2 * 8 / MB)
     assert mem["trajectories"](None, job_input) == int(450 + 24 * 7 * 32 * 64 * 8 / MB * 61)

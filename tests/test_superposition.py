@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from tinylens.config import resolve_preset
 from tinylens.superposition.dynamics import find_jumps, plateau_noise, running_median
 from tinylens.superposition.experiments import log_grid
 from tinylens.superposition.geometry import (
@@ -40,7 +41,8 @@ from tinylens.superposition.regimes import (
     pair_settings,
     unrepresented_losses,
 )
-from tinylens.superposition.summary import preset_problems, summarize_nonuniform
+from tinylens.superposition.schemas import check_config
+from tinylens.superposition.summary import summarize_nonuniform
 
 # --- feature dimensionality ------------------------------------------------------------------------
 
@@ -352,11 +354,12 @@ def test_crossing_uses_only_points_where_both_starts_kept_their_geometry():
 # --- configuration ---------------------------------------------------------------------------------
 
 
-def test_preset_problems_name_the_key(config):
-    spec = config["presets"]["small"]["superposition"]
-    assert preset_problems(spec, "presets.small.superposition") == []
+def test_the_config_check_names_the_key(config):
+    preset = resolve_preset(config, "small")
+    assert check_config(preset, config, "presets.small") == []
+    spec = preset["superposition"]
     bad = {**spec, "dynamics_sparsity": 0.33, "dimensionality": {**spec["dimensionality"], "hidden": 200}}
-    problems = preset_problems(bad, "presets.small.superposition")
+    problems = check_config({**preset, "superposition": bad}, config, "presets.small")
     assert any("'presets.small.superposition.dynamics_sparsity' (0.33)" in p for p in problems)
     assert any("'presets.small.superposition.dimensionality.hidden' (200)" in p for p in problems)
     assert log_grid({"min": 0.1, "max": 10, "count": 3}) == pytest.approx([0.1, 1, 10])

@@ -17,7 +17,7 @@ N_LAYER = 3
 
 def make_model(seed=0):
     torch.manual_seed(seed)
-    m = Transformer(ModelConfig(vocab_size=11, block_size=12, n_embed=16, n_layer=N_LAYER, n_head=4, dropout=0.0))
+    m = Transformer(ModelConfig(vocab_size=11, block_size=12, d_model=16, n_layer=N_LAYER, n_head=4, dropout=0.0))
     with torch.no_grad():  # weights well above the 0.02 init, so every term matters
         for p in m.parameters():
             p.mul_(10.0) if p.dim() > 1 else p.add_(0.3 * torch.randn_like(p))

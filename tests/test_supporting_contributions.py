@@ -54,15 +54,15 @@ def test_summary_counts_each_claim_per_block():
     assert first["norm_ratio"]["median"] == 2.0
 
 
-@pytest.mark.parametrize("shape", [dict(vocab_size=65, block_size=256, n_embed=384, n_layer=6, n_head=6),
-                                   dict(vocab_size=11, block_size=12, n_embed=16, n_layer=3, n_head=4)])
+@pytest.mark.parametrize("shape", [dict(vocab_size=65, block_size=256, d_model=384, n_layer=6, n_head=6),
+                                   dict(vocab_size=11, block_size=12, d_model=16, n_layer=3, n_head=4)])
 def test_parameter_share_counts_the_model(shape):
     model = Transformer(ModelConfig(dropout=0.0, **shape))
     n_head = shape.pop("n_head")
     got = ffwd_parameter_share(**shape)
     assert n_head and got["parameters"] == sum(p.numel() for p in model.parameters())
     assert got["ffwd_parameters"] == sum(p.numel() for b in model.blocks for p in b.ffwd.parameters())
-    if shape["n_embed"] == 384:
+    if shape["d_model"] == 384:
         assert (got["ffwd_parameters"], got["parameters"], round(got["percent"], 2)) == (7_089_408, 10_788_929, 65.71)
 
 

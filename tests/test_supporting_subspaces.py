@@ -6,7 +6,7 @@ import torch
 
 from tinylens.model import ModelConfig, Transformer
 from tinylens.supporting.inputs import load_subspaces, save_subspaces
-from tinylens.supporting.schemas import check_stages
+from tinylens.supporting.schemas import check_config
 from tinylens.supporting.subspaces import (
     analyse_stage,
     learn_token_vectors,
@@ -22,7 +22,7 @@ VOCAB, D = 7, 12
 @pytest.fixture(scope="module")
 def model():
     torch.manual_seed(0)
-    m = Transformer(ModelConfig(vocab_size=VOCAB, block_size=8, n_embed=D, n_layer=2, n_head=2, dropout=0.0))
+    m = Transformer(ModelConfig(vocab_size=VOCAB, block_size=8, d_model=D, n_layer=2, n_head=2, dropout=0.0))
     with torch.no_grad():  # an unembedding strong enough for confident predictions
         m.lm_head.weight.mul_(300.0)
         for block in m.blocks:
@@ -153,11 +153,19 @@ def test_subspace_files_round_trip_and_refuse_another_shape(tmp_path):
 
 
 def test_stage_configuration_is_checked():
-    assert check_stages([3, 6, 5], 6, "k") == [6, 5, 3]
-    with pytest.raises(ValueError, match="config key 'k'"):
-        check_stages([7, 6], 6, "k")
-    with pytest.raises(ValueError, match="6 must be among them"):
-        check_stages([5, 4], 6, "k")
+    preset = {"model": {"n_layer": 6, "block_size": 16}}
+
+    def problems(stages, lengths=(5, 15)):
+        return check_config(preset, {"supporting": {"subspace_stages": stages, "robustness": {"lengths": lengths}}},
+                            "presets.p")
+
+    assert problems([3, 6, 5]) == []
+    assert problems([7, 6]) == ["config key 'supporting.subspace_stages' is [7, 6]: every stage must lie in 0..6 (the "
+                                "input of block s, 0-based; 6 = the input of ln_f, 'presets.p.model.n_layer') and 6 "
+                                "must be among them"]
+    assert "6 must be among them" in problems([5, 4])[0]
+    assert problems([6], [5, 16, 17, 20]) == ["config key 'supporting.robustness.lengths' has [17, 20], longer than the "
+                                              "context ('presets.p.model.block_size' = 16); use lengths of at most 16"]
 
 
 def test_a_stage_of_every_token_is_its_parts(model):

@@ -100,7 +100,7 @@ def test_learned_subspaces_are_what_the_tables_say(finished_run):
     model = load_model(finished_run / "models/seed1337")
     for stage in (6, 3):
         path = finished_run / f"supporting/subspaces/stage{stage}.safetensors"
-        found_stage, tensors = load_subspaces(path, 65, model.config.n_embed)
+        found_stage, tensors = load_subspaces(path, 65, model.config.d_model)
         assert found_stage == stage
         sub = token_subspaces(tensors["samples"])
         np.testing.assert_allclose(np.abs(np.einsum("td,td->t", sub.direction, tensors["direction"])), 1.0, atol=1e-4)
@@ -109,7 +109,7 @@ def test_learned_subspaces_are_what_the_tables_say(finished_run):
         assert np.array_equal(table["converged"], (table["stopped_step"] >= 0) | (table["plateau_step"] >= 0))
         assert np.array_equal(tensors["converged"] > 0.5, table["converged"])
         with torch.no_grad():
-            samples = torch.from_numpy(tensors["samples"]).reshape(-1, model.config.n_embed)
+            samples = torch.from_numpy(tensors["samples"]).reshape(-1, model.config.d_model)
             logits = run(model, resid=samples[:, None], start=stage, last_only=True).logits
             nll = torch.nn.functional.cross_entropy(logits, torch.arange(65).repeat_interleave(10), reduction="none")
         np.testing.assert_allclose(nll.view(65, 10).mean(1).numpy(), table["joint_nll"], rtol=1e-3, atol=1e-6)

@@ -19,7 +19,7 @@ from tinylens.train import (
 )
 from tinylens.train_config import checkpoint_schedule
 
-TINY = ModelConfig(vocab_size=8, block_size=8, n_embed=16, n_layer=2, n_head=2, dropout=0.1)
+TINY = ModelConfig(vocab_size=8, block_size=8, d_model=16, n_layer=2, n_head=2, dropout=0.1)
 
 
 @pytest.fixture(autouse=True)
@@ -105,7 +105,7 @@ def train_interrupted_after(step, *args, **kwargs):
 
 RESUMABLE = TrainConfig(seed=2, batch_size=4, phases=(Phase(30, 1e-3), Phase(40, 1e-4)), eval_interval=10,
                         eval_iters=1, checkpoint_steps=(0, 10, 17, 18, 25, 33, 34))
-RESUMABLE_MODEL = ModelConfig(vocab_size=8, block_size=8, n_embed=16, n_layer=2, n_head=2, dropout=0.1)
+RESUMABLE_MODEL = ModelConfig(vocab_size=8, block_size=8, d_model=16, n_layer=2, n_head=2, dropout=0.1)
 
 
 def test_an_interrupted_run_resumes_to_bit_identical_weights(tmp_path):
@@ -162,7 +162,7 @@ def test_resume_on_another_corpus_slice_or_model_is_refused(tmp_path):
                                          r"had '[0-9a-f]{64}', this run asks for '[0-9a-f]{64}'\n"):
         train(RESUMABLE_MODEL, SHORT, ids[:400], ids[401:], work, progress=False)  # another validation slice
     with pytest.raises(ValueError, match=r"model\.n_embed: .* had 16, this run asks for 32"):
-        train(ModelConfig(**{**RESUMABLE_MODEL.__dict__, "n_embed": 32}), SHORT, ids[:400], ids[400:], work,
+        train(ModelConfig(**{**RESUMABLE_MODEL.__dict__, "d_model": 32}), SHORT, ids[:400], ids[400:], work,
               progress=False)
     # nothing was touched: the original settings still resume
     train(RESUMABLE_MODEL, SHORT, ids[:400], ids[400:], work, progress=False)

@@ -6,7 +6,7 @@ import torch
 from tinylens.model import ModelConfig, Transformer
 from tinylens.weights import load_model, load_weights, save_model
 
-CFG = ModelConfig(vocab_size=65, block_size=8, n_embed=16, n_layer=2, n_head=2, dropout=0.0)
+CFG = ModelConfig(vocab_size=65, block_size=8, d_model=16, n_layer=2, n_head=2, dropout=0.0)
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_foreign_file_fails_clearly(saved):
 
 def test_wrong_shapes_name_the_tensor(saved):
     directory, _ = saved
-    bigger = Transformer(ModelConfig(vocab_size=65, block_size=8, n_embed=32, n_layer=2, n_head=2))
+    bigger = Transformer(ModelConfig(vocab_size=65, block_size=8, d_model=32, n_layer=2, n_head=2))
     with pytest.raises(ValueError, match=r"tok_emb.weight: file has \(65, 16\), config implies \(65, 32\)"):
         load_weights(bigger, directory / "model.safetensors")
 

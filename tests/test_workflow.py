@@ -262,7 +262,7 @@ def test_dumps_equal_a_direct_forward_of_the_model(finished_run):
             logits, acts = record_activations(model, ids, positions="last")
         directory = finished_run / f"activations/seed1337/{name}"
         for b in range(model.config.n_layer):
-            dumped = load_block(directory, b, "ffwd_out", model.config.n_embed)[rows]
+            dumped = load_block(directory, b, "ffwd_out", model.config.d_model)[rows]
             np.testing.assert_allclose(dumped, acts["ffwd_out"][b].numpy(), atol=1e-5)
         np.testing.assert_allclose(load_logits(directory, 65)[rows], logits.numpy(), atol=1e-4)
 

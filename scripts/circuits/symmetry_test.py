@@ -13,7 +13,7 @@ with job(snakemake) as j:
     p, inp, out = j.params, j.input, j.output
     model = load_model(Path(inp.weights).parent)
     tokens = token_windows(load_ids(inp.val), p.sequences, model.config.block_size)
-    transforms = make_transforms(model.config.n_embed, p.transform_seed, tuple(p.conditions))
+    transforms = make_transforms(model.config.d_model, p.transform_seed, tuple(p.conditions))
     cols, summary = symmetry_test(model, transforms, tokens, log=j.log)
     write_table(out.table, SYMMETRY_SCHEMA, cols)
     j.write_json(out.summary, {"seed": p.seed, "tokens": {"sequences": int(tokens.shape[0]),

@@ -25,7 +25,7 @@ with job(snakemake) as j:
     check_prompts(p.prompts, p.length, tokenizer)
     vectors, q = prompt_activations(model, tokenizer, p.prompts)
     string_dir = Path(inp.string_logits).parent
-    matches = find_matches(vectors, lambda b: load_block(string_dir, b, "ffwd_out", model.config.n_embed,
+    matches = find_matches(vectors, lambda b: load_block(string_dir, b, "ffwd_out", model.config.d_model,
                                                          strings=table.strings), p.min_cosine)
     tuned = j.read_json(inp.tuned)
     counts = table.counts("corpus")

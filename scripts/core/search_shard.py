@@ -23,7 +23,7 @@ with job(snakemake) as j:
     members = table.members(p.mode)
     counts = CountsCSR.from_dense(table.counts(p.mode), members)
     prompt_dir, string_dir = Path(inp.prompt_logits).parent, Path(inp.string_logits).parent
-    prompt_blocks = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed, strings=prompts["string"])[rows]
+    prompt_blocks = [load_block(prompt_dir, b, "ffwd_out", cfg.d_model, strings=prompts["string"])[rows]
                      for b in range(cfg.n_layer)]
     device = j.device
     j.log.info("searching on %s with %d threads", device, j.threads)
@@ -31,7 +31,7 @@ with job(snakemake) as j:
 
     def string_block(b):
         start = time.perf_counter()
-        block = load_block(string_dir, b, "ffwd_out", cfg.n_embed, strings=table.strings)
+        block = load_block(string_dir, b, "ffwd_out", cfg.d_model, strings=table.strings)
         loading.append(time.perf_counter() - start)
         return block
 

@@ -2,9 +2,10 @@
 
 from pathlib import Path
 
-from tinylens.config import model_config, train_config
+from tinylens.config import train_config
 from tinylens.core.corpus import CharTokenizer, load_ids
 from tinylens.jobs import job
+from tinylens.model_config import ModelConfig
 from tinylens.train import publish, train
 
 with job(snakemake) as j:
@@ -15,7 +16,7 @@ with job(snakemake) as j:
     compile_mode = params.compile if device.type == "cuda" and params.compile != "none" else None
     j.log.info("training seed %d on %s (compile: %s)", params.seed, device, compile_mode or "none")
     result = train(
-        model_config(params.model, tokenizer.vocab_size),
+        ModelConfig.from_dict({"vocab_size": tokenizer.vocab_size, **params.model}, source="rule train_model's params"),
         train_config(params.train, params.seed),
         load_ids(j.input.train),
         load_ids(j.input.val),

@@ -26,8 +26,8 @@ with job(snakemake) as j:
         sample = sample_prompt_ids(prompt_ids, p.n_prompts, p.seed, salt=mode)
         report[mode] = verify_search(
             sample, ids, matches, counts, prompt_ids,
-            partial(load_block, prompt_dir, kind="ffwd_out", d_model=cfg.n_embed, strings=prompts["string"]),
-            partial(load_block, string_dir, kind="ffwd_out", d_model=cfg.n_embed, strings=table.strings),
+            partial(load_block, prompt_dir, kind="ffwd_out", d_model=cfg.d_model, strings=prompts["string"]),
+            partial(load_block, string_dir, kind="ffwd_out", d_model=cfg.d_model, strings=table.strings),
             table.counts(mode), edges, table.members(mode))
         j.log.info("%s mode: %d of %d prompts x %d strings x %d blocks re-checked: %s", mode, len(sample),
                    len(prompt_ids), len(table), cfg.n_layer,

@@ -8,6 +8,7 @@ import numpy as np
 from tinylens.core.activations import load_block
 from tinylens.core.strings import load_prompts
 from tinylens.jobs import job
+from tinylens.model_config import load_config
 from tinylens.supporting.contributions import block_contributions, summarize_contributions
 from tinylens.supporting.inputs import extend_columns
 from tinylens.supporting.schemas import CONTRIBUTIONS_SCHEMA
@@ -15,8 +16,8 @@ from tinylens.tables import write_table
 
 with job(snakemake) as j:
     inp, out = j.input, j.output
-    cfg = j.read_json(inp.config)
-    d, n_layer = cfg["n_embed"], cfg["n_layer"]
+    cfg = load_config(inp.config)
+    d, n_layer = cfg.d_model, cfg.n_layer
     columns: dict[str, list] = {}
     for i, (mode, table) in enumerate(zip(j.params.modes, inp.prompts, strict=True)):
         prompts = load_prompts(table)

@@ -30,9 +30,9 @@ with job(snakemake) as j:
     # Block b alone at its tuned threshold: the summed next-token counts of the strings above it.
     alone = select_thresholds(cumulative(counts[on_eval], axis=2), grid_index(tuned["thresholds"], edges))
     prompt_dir = Path(inp.prompt_blocks[0]).parent
-    ffwd = [load_block(prompt_dir, b, "ffwd_out", cfg.n_embed, strings=prompts["string"])[on_eval]
+    ffwd = [load_block(prompt_dir, b, "ffwd_out", cfg.d_model, strings=prompts["string"])[on_eval]
             for b in range(cfg.n_layer)]
-    subspaces = dict(load_subspaces(path, cfg.vocab_size, cfg.n_embed) for path in inp.subspaces)
+    subspaces = dict(load_subspaces(path, cfg.vocab_size, cfg.d_model) for path in inp.subspaces)
     directions, converged = crit.subspace_arrays(subspaces)
     j.log.info("%s mode: %d evaluation prompts, tuned thresholds %s, subspaces at stages %s, k = %d", p.mode,
                int(on_eval.sum()), tuned["thresholds"], sorted(directions), k)

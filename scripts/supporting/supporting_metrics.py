@@ -2,6 +2,7 @@
 
 
 from tinylens.jobs import job
+from tinylens.model_config import load_config
 from tinylens.supporting.schemas import (
     CONTRIBUTIONS_SCHEMA,
     ENDPOINT_SCHEMA,
@@ -27,7 +28,7 @@ with job(snakemake) as j:
         criterion={m: j.read_json(path) for m, path in zip(p.modes, inp.criterion, strict=True)},
         n_blocks=p.n_blocks,
         contributions=per_mode(inp.contributions, CONTRIBUTIONS_SCHEMA),
-        model={k: j.read_json(inp.config)[k] for k in ("vocab_size", "block_size", "n_embed", "n_layer")},
+        model={k: getattr(load_config(inp.config), k) for k in ("vocab_size", "block_size", "d_model", "n_layer")},
         fits={stage: rank_fit(t["singular"]) for stage, t in tokens.items()},
         robustness=j.read_json(inp.robustness),
     )

@@ -17,7 +17,7 @@ Dimension names, used in every shape comment and docstring:
 =========  ==================================================
 batch      sequences in a batch
 pos        token positions in a sequence (``block_size`` at most)
-d_model    residual stream width (``n_embed``)
+d_model    residual stream width (``ModelConfig.d_model``, the presets' ``model.d_model``)
 n_heads    attention heads per block
 d_head     width of one head (``d_model // n_heads``)
 vocab      tokenizer vocabulary size (65 for TinyShakespeare)

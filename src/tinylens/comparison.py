@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from tinylens import published
+from tinylens.model_config import FILE_NAMES
 from tinylens.tables import Schema, write_csv
 from tinylens.wording import get, num
 
@@ -398,7 +399,8 @@ def differences(preset: Mapping, paper: Mapping) -> dict[str, str]:
     (the slice of the corpus), ``prompts`` (the paper mode's prompt count). ``preset``, ``paper``: the
     presets' settings (``model``, ``train``, ``corpus_chars``, ``analysis``)."""
     out = {}
-    model = [f"{k} {preset['model'].get(k)} (the paper: {v})" for k, v in paper["model"].items()
+    # the model's fields named as its config.json names them (the table's wording since the first runs)
+    model = [f"{FILE_NAMES.get(k, k)} {preset['model'].get(k)} (the paper: {v})" for k, v in paper["model"].items()
              if preset["model"].get(k) != v]
     train = [f"{k} {preset['train'].get(k)} (the paper: {paper['train'].get(k)})" for k in TRAINING
              if preset["train"].get(k) != paper["train"].get(k)]

@@ -7,7 +7,9 @@ library function reads the configuration itself.
 
 from __future__ import annotations
 
+import copy
 import difflib
+import importlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,8 +17,12 @@ from typing import Any
 import jsonschema
 import yaml
 
+from tinylens.families import FAMILIES
 from tinylens.model_config import ModelConfig
 from tinylens.train_config import Phase, TrainConfig, checkpoint_schedule
+
+#: Keys whose name changed, by their old name: an old name is named with its new one.
+RENAMED = {"n_embed": "d_model"}
 
 
 class ConfigError(ValueError):
@@ -27,15 +33,16 @@ def _key(path) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
-def _describe(error: jsonschema.ValidationError) -> list[str]:
-    where = _key(error.absolute_path)
+def _describe(error: jsonschema.ValidationError, written=list) -> list[str]:
+    """``error`` in words; ``written``: a key path (of a resolved preset) -> where it is written."""
+    where = _key(written(error.absolute_path))
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         allowed = sorted(error.schema.get("properties", {}))
         extra = [k for k in error.instance if k not in allowed]
         out = []
         for key in extra:
-            full = _key([*error.absolute_path, key])
-            close = difflib.get_close_matches(str(key), allowed, n=1)
+            full = _key(written([*error.absolute_path, key]))
+            close = [RENAMED[key]] if RENAMED.get(key) in allowed else difflib.get_close_matches(str(key), allowed, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             out.append(f"unknown config key '{full}'{hint}; allowed here: {', '.join(allowed)}")
         return out
@@ -92,9 +99,9 @@ def _preset_problems(name: str, preset: Mapping[str, Any]) -> list[str]:
     problems = []
     key = f"presets.{name}"
     model, train, analysis = preset["model"], preset["train"], preset["analysis"]
-    if model["n_embed"] % model["n_head"]:
+    if model["d_model"] % model["n_head"]:
         problems.append(
-            f"config key '{key}.model.n_embed' ({model['n_embed']}) must be divisible "
+            f"config key '{key}.model.d_model' ({model['d_model']}) must be divisible "
             f"by '{key}.model.n_head' ({model['n_head']})"
         )
     ends = [p["until"] for p in train["phases"]]
@@ -116,26 +123,6 @@ def _preset_problems(name: str, preset: Mapping[str, Any]) -> list[str]:
             problems.append(
                 f"config key '{key}.train.checkpoints.first' ({first}) must be below seed {seed}'s last step "
                 f"({final}, '{key}.train.final_step_by_seed.{seed}')")
-    # --- family: training dynamics (issue 9) ---
-    dynamics, context = preset["dynamics"]["measure"], model["block_size"]
-    early, late = dynamics["icl_positions"]
-    if not early < late < context:
-        problems.append(f"config key '{key}.dynamics.measure.icl_positions' ({[early, late]}) must be "
-                        f"[early, late] with early < late < the context length (model.block_size = {context})")
-    (a, b), (c, d) = dynamics["icl_bands"]
-    if not (a <= b < c <= d < context):
-        problems.append(f"config key '{key}.dynamics.measure.icl_bands' ({dynamics['icl_bands']}) must be "
-                        f"[[a, b], [c, d]] with a <= b < c <= d < the context length (model.block_size = {context})")
-    repeat = dynamics["repeat"]
-    if repeat["length"] * repeat["copies"] > context:
-        problems.append(f"config key '{key}.dynamics.measure.repeat': {repeat['copies']} copies of "
-                        f"{repeat['length']} tokens exceed the context length ({context})")
-    if dynamics["energy_windows"] > dynamics["val_windows"]:
-        problems.append(f"config key '{key}.dynamics.measure.energy_windows' ({dynamics['energy_windows']}) "
-                        f"must not exceed '{key}.dynamics.measure.val_windows' ({dynamics['val_windows']})")
-    # --- end family: training dynamics ---
-    # --- family: the induction-head phase change (method.md §8b) ---
-    problems += _phase_change_problems(preset["phase_change"], key)
     n = analysis["n_prompts"]
     n_tune = int(round(analysis["tune_fraction"] * n))
     if not 0 < n_tune < n:
@@ -167,41 +154,204 @@ def _semantic_problems(config: Mapping[str, Any]) -> list[str]:
             f"choose one of: {', '.join(presets)}"
         )
     problems += _grid_problems(config)
-    for name, preset in presets.items():
-        problems += _preset_problems(name, preset)
+    found = {}
+    for name in presets:
+        preset = resolve_preset(config, name)
+        found[name] = _preset_problems(name, preset)
+        for check in family_checks():
+            found[name] += check(preset, config, f"presets.{name}")
         seeds = {str(s) for s in all_seeds({**config, "preset": name})}
         unknown = sorted(set(preset["train"]["final_step_by_seed"]) - seeds)
         if unknown:
-            problems.append(
+            found[name].append(
                 f"config key 'presets.{name}.train.final_step_by_seed' names seeds {unknown}, which are not the "
                 f"original or an alternate seed ({', '.join(sorted(seeds, key=int))}); name one of those")
+    for name, own in found.items():  # a problem a preset inherits with its parent's values: named for the parent
+        parent = presets[name].get(EXTENDS)
+        inherited = set(found.get(parent, ()))
+        problems += [p for p in own if p.replace(f"presets.{name}.", f"presets.{parent}.") not in inherited]
     return problems
 
 
+def family_checks() -> list:
+    """Each family's own check of its settings, in the registry's order (:data:`tinylens.families.FAMILIES`): the
+    ``check_config(preset, config, where)`` of its ``tinylens.<family>.schemas`` where it has one, which returns
+    what the schema cannot say, one message per problem naming its key (``where``: the preset's key,
+    ``presets.<name>``). What concerns the core is checked here, in :func:`_preset_problems`."""
+    checks = []
+    for family in FAMILIES:
+        if (Path(__file__).parent / family.key / "schemas.py").is_file():  # the comparison is one module
+            module = importlib.import_module(f"tinylens.{family.key}.schemas")
+            checks += [module.check_config] if hasattr(module, "check_config") else []
+    return checks
+
+
 def validate_config(config: Mapping[str, Any], schema_path: str | Path) -> None:
-    """Raise :class:`ConfigError` listing every problem, each naming its key, or return silently."""
+    """Raise :class:`ConfigError` listing every problem, each naming its key, or return silently.
+
+    Each preset is checked as resolved (:func:`resolve_preset`), so that what it inherits counts; a problem
+    of the schema's is named where the key is written: a typo in a preset that extends another is named in
+    that preset, one in a parent once, in the parent, not in every preset that inherits it."""
     schema = yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))
     validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-    problems = [line for e in errors for line in _describe(e)]
+    resolved, problems = _resolved_presets(config)
+    if not problems:
+        errors = sorted(validator.iter_errors(resolved), key=lambda e: list(map(str, e.absolute_path)))
+        problems = [line for e in errors for line in _describe(e, lambda path: _written_at(config, path))]
     if not problems:
         problems = _semantic_problems(config)
     if problems:
         raise ConfigError(
             "invalid configuration (config/config.yaml and --config overrides):\n  - "
-            + "\n  - ".join(problems)
+            + "\n  - ".join(dict.fromkeys(problems))
             + "\nFix the key in config/config.yaml or on the command line; config/schema.yaml lists what is allowed."
         )
 
 
+#: The keys of a written preset that say how to resolve it, not what it sets: the preset it extends, and the
+#: mappings it states in full instead of merging them into its parent's (dotted keys).
+EXTENDS, REPLACE = "extends", "replace"
+
+
+def _merge(parent: Mapping[str, Any], child: Mapping[str, Any], replace: set[tuple[str, ...]],
+           path: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``child`` laid over ``parent``: a mapping in both is merged key by key, except at a path in ``replace``;
+    anything else of the child's replaces. The keys keep the parent's order; a key new to it goes where the
+    child writes it, before the next key the child writes that the parent has (params keep their order)."""
+    order, written = list(parent), list(child)
+    for i, key in enumerate(written):
+        if key not in parent:
+            after = next((k for k in written[i + 1:] if k in parent), None)
+            order.insert(len(order) if after is None else order.index(after), key)
+    out = {}
+    for key in order:
+        here = (*path, str(key))
+        if key not in child:
+            out[key] = parent[key]
+        elif isinstance(child[key], Mapping) and isinstance(parent.get(key), Mapping) and here not in replace:
+            out[key] = _merge(parent[key], child[key], replace, here)
+        else:
+            out[key] = copy.deepcopy(child[key])
+    return out
+
+
+def _chain(presets: Mapping[str, Any], name: str) -> list[str]:
+    """``name``, the preset it extends, that one's, ...: the root last. A cycle or a parent that is not a
+    preset is a :class:`ConfigError` naming the preset and its ``extends`` key."""
+    chain = [name]
+    while True:
+        written = presets[chain[-1]]
+        parent = written.get(EXTENDS) if isinstance(written, Mapping) else None
+        if parent is None:
+            return chain
+        key = f"presets.{chain[-1]}.{EXTENDS}"
+        if not isinstance(parent, str) or parent not in presets:
+            close = difflib.get_close_matches(str(parent), [str(p) for p in presets], n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"config key '{key}' is {parent!r}, which is not a preset{hint}; name one of: "
+                              f"{', '.join(p for p in presets if p != chain[-1])}")
+        if parent in chain:
+            raise ConfigError(f"config key '{key}' is {parent!r}, which makes a cycle "
+                              f"({' -> '.join([*chain, parent])}); a preset cannot extend itself, even through others")
+        chain.append(parent)
+
+
+def _replace_paths(presets: Mapping[str, Any], name: str, parent: Mapping[str, Any]) -> set[tuple[str, ...]]:
+    """The dotted keys of ``presets.<name>.replace``, each a mapping the preset states and its parent has."""
+    written, key = presets[name], f"presets.{name}.{REPLACE}"
+    listed = written.get(REPLACE, [])
+    if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed):
+        raise ConfigError(f"config key '{key}' must be a list of dotted keys (for example [phase_change.runs]), "
+                          f"got {listed!r}")
+    paths = set()
+    for dotted in listed:
+        path = tuple(dotted.split("."))
+        ours, theirs = written, parent
+        for part in path:
+            ours = ours.get(part) if isinstance(ours, Mapping) else None
+            theirs = theirs.get(part) if isinstance(theirs, Mapping) else None
+        if not (isinstance(ours, Mapping) and isinstance(theirs, Mapping)):
+            raise ConfigError(f"config key '{key}' names '{dotted}', which is not a mapping both 'presets.{name}' "
+                              f"and the preset it extends ('{written[EXTENDS]}') state; list only the mappings this "
+                              "preset states in full")
+        paths.add(path)
+    return paths
+
+
+def resolve_preset(config: Mapping[str, Any], name: str | None = None) -> dict[str, Any]:
+    """The preset ``name`` (default: the one ``preset`` names) with everything it inherits: laid over the preset
+    it ``extends`` (itself resolved first), mappings merged key by key, other values replacing, the mappings its
+    ``replace`` lists taken as it states them. Every reader of a preset goes through this, never through
+    ``config["presets"][name]``, which holds only what the preset writes. A new copy each call."""
+    presets = config["presets"]
+    name = config["preset"] if name is None else name
+    if name not in presets:
+        raise ConfigError(f"config key 'preset' is {name!r}, which is not defined under 'presets'; "
+                          f"choose one of: {', '.join(presets)}")
+    chain = _chain(presets, name)
+    if REPLACE in presets[chain[-1]]:
+        raise ConfigError(f"config key 'presets.{chain[-1]}.{REPLACE}' needs 'presets.{chain[-1]}.{EXTENDS}': "
+                          "a preset that extends none states everything in full already")
+    resolved: dict[str, Any] = {}
+    for below, current in zip([None, *chain[::-1]], chain[::-1]):
+        replace = _replace_paths(presets, current, resolved) if below is not None else set()
+        written = {k: v for k, v in presets[current].items() if k not in (EXTENDS, REPLACE)}
+        resolved = _merge(resolved, written, replace)
+    return resolved
+
+
+def _resolved_presets(config: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
+    """``config`` with every preset resolved (its ``extends`` and ``replace`` kept, for the schema to check),
+    and what stopped a preset from resolving. Where the presets are not mappings, ``config`` as it is: the
+    schema says what is wrong."""
+    presets = config.get("presets")
+    if not isinstance(presets, Mapping) or not all(isinstance(p, Mapping) for p in presets.values()):
+        return config, []
+    resolved, problems = {}, []
+    for name, written in presets.items():
+        try:
+            resolved[name] = {**{k: written[k] for k in (EXTENDS, REPLACE) if k in written},
+                              **resolve_preset(config, name)}
+        except ConfigError as err:
+            problems.append(str(err))
+    return {**config, "presets": resolved}, problems
+
+
+def _written_at(config: Mapping[str, Any], path) -> list:
+    """A key path in the resolved config -> the same key in the preset that writes it: of the preset and the
+    ones it extends (nearest first), the one that writes the longest part of the path."""
+    path = list(path)
+    if len(path) < 3 or path[0] != "presets":
+        return path
+    presets, rest = config["presets"], path[2:]
+
+    def writes(node, keys) -> bool:
+        for key in keys:
+            if isinstance(node, Mapping) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and isinstance(key, int) and key < len(node):
+                node = node[key]
+            else:
+                return False
+        return True
+
+    chain = _chain(presets, path[1])
+    for depth in range(len(rest), 0, -1):
+        for name in chain:
+            if writes(presets[name], rest[:depth]):
+                return ["presets", name, *rest]
+    return path
+
+
 def active_preset(config: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(config["presets"][config["preset"]])
+    """The preset being run, resolved (:func:`resolve_preset`)."""
+    return resolve_preset(config)
 
 
 def all_seeds(config: Mapping[str, Any]) -> list[int]:
     """The original seed first, then the alternates the active preset trains: the first
     ``presets.<preset>.alternate_seeds`` of ``seeds.alternates`` (all of them where it is absent or null)."""
-    count = config["presets"].get(config["preset"], {}).get("alternate_seeds")
+    count = resolve_preset(config).get("alternate_seeds")
     alternates = config["seeds"]["alternates"]
     return [config["seeds"]["original"], *(alternates if count is None else alternates[:count])]
 
@@ -250,34 +400,3 @@ def train_config(train: Mapping[str, Any], seed: int) -> TrainConfig:
         precision=train["precision"],
         batch_sampling=train["batch_sampling"],
     )
-
-
-def _phase_change_problems(phase: dict, key: str) -> list[str]:
-    """What the schema cannot say of ``phase_change``: the reference is a run, and in every run the
-    ICL bands and probe periods fit the context and the probes avoid the training periods."""
-    problems = []
-    if phase["reference"] not in phase["runs"]:
-        problems.append(f"config key '{key}.phase_change.reference' ({phase['reference']!r}) must name one of "
-                        f"'{key}.phase_change.runs' ({sorted(phase['runs'])})")
-    probes = phase["probes"]
-    for name, run in phase["runs"].items():
-        settings = {**phase["base"], **run, "mixture": {**phase["base"]["mixture"], **run.get("mixture", {})}}
-        context, mixture = settings["context"], settings["mixture"]
-        (a, b), (c, d) = probes["early_band"], probes["late_band"]
-        if not a <= b < c <= d < context:
-            problems.append(f"config key '{key}.phase_change.probes.early_band/late_band' ({[a, b]}, {[c, d]}) must "
-                            f"satisfy early first <= last < late first <= last < the context of run {name} ({context})")
-        early, late = probes["single_positions"]
-        if not early < late < context:
-            problems.append(f"config key '{key}.phase_change.probes.single_positions' ({[early, late]}) must lie "
-                            f"inside the context of run {name} ({context}), early before late")
-        if mixture["period_min"] > mixture["period_max"]:
-            problems.append(f"config key '{key}.phase_change' run {name}: period_min > period_max")
-        for p in probes["probe_periods"]:
-            if mixture["repeat_fraction"] > 0 and mixture["period_min"] <= p <= mixture["period_max"]:
-                problems.append(f"config key '{key}.phase_change.probes.probe_periods': {p} lies among run {name}'s "
-                                f"training periods {mixture['period_min']}-{mixture['period_max']}; probe at others")
-            if 2 * p > context + 1:
-                problems.append(f"config key '{key}.phase_change.probes.probe_periods': {p} repeated twice exceeds "
-                                f"run {name}'s context ({context})")
-    return problems

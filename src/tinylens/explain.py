@@ -141,7 +141,7 @@ def explain(text: str, preset: str = "small", workdir: str | Path = ".", config:
     from tinylens.weights import load_model
 
     model = load_model(run.model_dir)
-    n_layer, d_model = model.config.n_layer, model.config.n_embed
+    n_layer, d_model = model.config.n_layer, model.config.d_model
     vectors, q = prompt_activations(model, tokenizer, [prompt])
     with tqdm(total=n_layer + 1, desc="reading the run's dumps", unit="file", disable=not progress,
               file=sys.stderr) as bar:

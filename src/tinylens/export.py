@@ -70,13 +70,13 @@ HEAD_AXIS_SWAPPED = ("q", "k", "v", "z")
 def bridge_config(cfg: ModelConfig) -> dict[str, Any]:
     """The ``TransformerBridgeConfig`` keyword arguments of a model of shape ``cfg`` (JSON-able)."""
     return {
-        "d_model": cfg.n_embed,
+        "d_model": cfg.d_model,
         "d_head": cfg.d_head,
         "n_heads": cfg.n_head,
         "n_layers": cfg.n_layer,
         "n_ctx": cfg.block_size,
         "d_vocab": cfg.vocab_size,
-        "d_mlp": 4 * cfg.n_embed,
+        "d_mlp": 4 * cfg.d_model,
         "act_fn": "relu",
         "normalization_type": "LN",
         "eps": 1e-5,  # torch.nn.LayerNorm's default, which model.py uses

@@ -156,7 +156,7 @@ def model_config(bridge: TransformerBridge, context: int):
     if context > cfg.n_ctx:
         raise ValueError(f"context {context} exceeds the model's context of {cfg.n_ctx} tokens: lower the preset's "
                          "`context` key")
-    return ModelConfig(vocab_size=cfg.d_vocab, n_embed=cfg.d_model, n_layer=cfg.n_layers, n_head=cfg.n_heads,
+    return ModelConfig(vocab_size=cfg.d_vocab, d_model=cfg.d_model, n_layer=cfg.n_layers, n_head=cfg.n_heads,
                        block_size=context, dropout=0.0)
 
 

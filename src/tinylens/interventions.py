@@ -40,7 +40,7 @@ convention come from :func:`head_weights`.
 
 >>> import torch
 >>> from tinylens.model import ModelConfig, Transformer
->>> model = Transformer(ModelConfig(vocab_size=5, block_size=4, n_embed=8, n_layer=2, n_head=2, dropout=0.0)).eval()
+>>> model = Transformer(ModelConfig(vocab_size=5, block_size=4, d_model=8, n_layer=2, n_head=2, dropout=0.0)).eval()
 >>> trace = run(model, torch.tensor([[0, 1, 2]]), record=["blocks.*.ffwd_out"])
 >>> trace.stacked("ffwd_out").shape
 torch.Size([2, 1, 3, 8])
@@ -280,13 +280,13 @@ def head_weights(model: Transformer, block: int) -> HeadWeights:
     cfg = model.config
     sa = model.blocks[block].sa
     # qkv.weight: [3*d_model d_model] with rows (q | k | v); head h owns rows h*d_head:(h+1)*d_head of each.
-    w_q, w_k, w_v = sa.qkv.weight.detach().split(cfg.n_embed, dim=0)
+    w_q, w_k, w_v = sa.qkv.weight.detach().split(cfg.d_model, dim=0)
 
     def per_head(w: Tensor) -> Tensor:  # [d_model(out) d_model(in)] -> [n_heads d_model(in) d_head]
-        return w.view(cfg.n_head, cfg.d_head, cfg.n_embed).transpose(1, 2).contiguous()
+        return w.view(cfg.n_head, cfg.d_head, cfg.d_model).transpose(1, 2).contiguous()
 
     # proj.weight: [d_model(out) d_model(in)], input column h*d_head + i comes from head h.
-    w_o = sa.proj.weight.detach().T.reshape(cfg.n_head, cfg.d_head, cfg.n_embed).contiguous()
+    w_o = sa.proj.weight.detach().T.reshape(cfg.n_head, cfg.d_head, cfg.d_model).contiguous()
     return HeadWeights(W_Q=per_head(w_q), W_K=per_head(w_k), W_V=per_head(w_v), W_O=w_o,
                        b_O=sa.proj.bias.detach().clone())
 

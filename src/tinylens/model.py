@@ -50,8 +50,8 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.n_head, self.d_head = cfg.n_head, cfg.d_head
-        self.qkv = nn.Linear(cfg.n_embed, 3 * cfg.n_embed, bias=False)
-        self.proj = nn.Linear(cfg.n_embed, cfg.n_embed)
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
         self.attn_dropout = nn.Dropout(cfg.dropout)
         self.resid_dropout = nn.Dropout(cfg.dropout)
         self.register_buffer(
@@ -101,9 +101,9 @@ class FeedForward(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.Linear(cfg.n_embed, 4 * cfg.n_embed),
+            nn.Linear(cfg.d_model, 4 * cfg.d_model),
             nn.ReLU(),
-            nn.Linear(4 * cfg.n_embed, cfg.n_embed),
+            nn.Linear(4 * cfg.d_model, cfg.d_model),
             nn.Dropout(cfg.dropout),
         )
 
@@ -116,9 +116,9 @@ class Block(nn.Module):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.ln1 = nn.LayerNorm(cfg.n_embed)
+        self.ln1 = nn.LayerNorm(cfg.d_model)
         self.sa = CausalSelfAttention(cfg)
-        self.ln2 = nn.LayerNorm(cfg.n_embed)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
         self.ffwd = FeedForward(cfg)
 
     def forward(self, x: Tensor, hook: Hook | None = None, name: str = "") -> Tensor:
@@ -146,11 +146,11 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.config = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embed)
-        self.pos_emb = nn.Embedding(cfg.block_size, cfg.n_embed)
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.n_embed)
-        self.lm_head = nn.Linear(cfg.n_embed, cfg.vocab_size)
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size)
         self.apply(self._init_weights)
 
     @staticmethod
@@ -199,9 +199,9 @@ class Transformer(nn.Module):
 
 def estimate_flops_per_token(cfg: ModelConfig, seq_len: int | None = None) -> float:
     """Training FLOPs per token (forward + backward), PaLM appendix B convention:
-    6 x (non-embedding parameters) + 12 x n_layer x n_embed x seq_len for attention."""
+    6 x (non-embedding parameters) + 12 x n_layer x d_model x seq_len for attention."""
     seq_len = cfg.block_size if seq_len is None else seq_len
-    d = cfg.n_embed
+    d = cfg.d_model
     per_block = 3 * d * d + (d * d + d) + 2 * d + (8 * d * d + 5 * d) + 2 * d
     non_embedding = cfg.n_layer * per_block + 2 * d + d * cfg.vocab_size + cfg.vocab_size
     return 6 * non_embedding + 12 * cfg.n_layer * d * seq_len

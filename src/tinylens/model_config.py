@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 WEIGHTS_FILE = "model.safetensors"
@@ -27,6 +27,12 @@ ACTIVATION_KINDS = ("block_input", "sa_out", "ffwd_out", "attn_pattern")
 #: Those of them that are d_model-wide vectors (what activation dumps hold).
 VECTOR_KINDS = ACTIVATION_KINDS[:3]
 
+#: Fields ``config.json`` names otherwise: the residual width was ``n_embed`` when the first models were
+#: written, and the records of a model keep that name (its ``config.json``, the train job's params, the resume
+#: fingerprint, the comparison table's wording), so that every model written before loads, no model is
+#: retrained for the rename and every output is byte-identical. Everywhere else it is ``d_model``.
+FILE_NAMES = {"d_model": "n_embed"}
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -34,25 +40,30 @@ class ModelConfig:
 
     vocab_size: int = 65
     block_size: int = 256
-    n_embed: int = 384
+    d_model: int = 384
     n_layer: int = 6
     n_head: int = 6
     dropout: float = 0.2
 
     def __post_init__(self) -> None:
-        if self.n_embed % self.n_head:
+        if self.d_model % self.n_head:
             raise ValueError(
-                f"n_embed ({self.n_embed}) must be divisible by n_head ({self.n_head})"
+                f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})"
             )
 
     @property
     def d_head(self) -> int:
-        return self.n_embed // self.n_head
+        return self.d_model // self.n_head
+
+    def to_dict(self) -> dict[str, object]:
+        """The fields as ``config.json`` writes them (:data:`FILE_NAMES`), in their order."""
+        return file_form(asdict(self))
 
     @classmethod
     def from_dict(cls, values: Mapping[str, object], source: str = "model config") -> ModelConfig:
-        """Build from a mapping, naming the offending key when one is unknown or missing."""
-        names = {f.name for f in fields(cls)}
+        """Build from a mapping as ``config.json`` holds it (:meth:`to_dict`), naming the offending key when one
+        is unknown or missing."""
+        names = {FILE_NAMES.get(f.name, f.name) for f in fields(cls)}
         unknown = sorted(set(values) - names)
         missing = sorted(names - set(values))
         if unknown or missing:
@@ -60,7 +71,14 @@ class ModelConfig:
                 f"{source}: unknown keys {unknown} / missing keys {missing}; "
                 f"expected exactly {sorted(names)}"
             )
-        return cls(**values)  # type: ignore[arg-type]
+        field_names = {file: name for name, file in FILE_NAMES.items()}
+        return cls(**{field_names.get(k, k): v for k, v in values.items()})  # type: ignore[arg-type]
+
+
+def file_form(model: Mapping[str, object]) -> dict[str, object]:
+    """A model's shape (fields of :class:`ModelConfig`, some or all, as a preset's ``model`` entry names them)
+    under the names ``config.json`` gives them (:data:`FILE_NAMES`), in the same order."""
+    return {FILE_NAMES.get(k, k): v for k, v in model.items()}
 
 
 def load_config(path: str | Path) -> ModelConfig:

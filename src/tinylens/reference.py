@@ -20,9 +20,9 @@ class Head(nn.Module):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.key = nn.Linear(cfg.n_embed, cfg.d_head, bias=False)
-        self.query = nn.Linear(cfg.n_embed, cfg.d_head, bias=False)
-        self.value = nn.Linear(cfg.n_embed, cfg.d_head, bias=False)
+        self.key = nn.Linear(cfg.d_model, cfg.d_head, bias=False)
+        self.query = nn.Linear(cfg.d_model, cfg.d_head, bias=False)
+        self.value = nn.Linear(cfg.d_model, cfg.d_head, bias=False)
         self.register_buffer("tril", torch.tril(torch.ones(cfg.block_size, cfg.block_size)), persistent=False)
         self.dropout = nn.Dropout(cfg.dropout)
 
@@ -42,7 +42,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.heads = nn.ModuleList(Head(cfg) for _ in range(cfg.n_head))
-        self.proj = nn.Linear(cfg.n_embed, cfg.n_embed)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, return_pattern: bool = False) -> tuple[Tensor, None]:
@@ -67,7 +67,7 @@ def load_fused_weights(reference: ReferenceTransformer, fused: Transformer) -> R
     for b, block in enumerate(fused.blocks):
         assert isinstance(block, Block)
         # qkv.weight: [3*d_model d_model], rows = (q | k | v), each head a d_head-row slice.
-        q, k, v = block.sa.qkv.weight.detach().split(cfg.n_embed, dim=0)
+        q, k, v = block.sa.qkv.weight.detach().split(cfg.d_model, dim=0)
         for h in range(cfg.n_head):
             rows = slice(h * cfg.d_head, (h + 1) * cfg.d_head)
             state[f"blocks.{b}.sa.heads.{h}.query.weight"] = q[rows]

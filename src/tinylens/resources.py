@@ -130,7 +130,7 @@ def attention_memory(model: Mapping[str, int], attention: Mapping) -> dict[str, 
     """The attention family's jobs (``model``: the preset's model entry, ``attention``: its attention entry):
     base MB (Python, torch, the model) plus MB per array copy, fitted to the test and small presets' peaks
     with a quarter or more to spare. The trajectories grow with the vocabulary (the input ``config``)."""
-    depths, t, d, heads = model["n_layer"] + 1, model["block_size"], model["n_embed"], model["n_head"]
+    depths, t, d, heads = model["n_layer"] + 1, model["block_size"], model["d_model"], model["n_head"]
     # one batch of 16 windows' attention patterns in float64, every block and head
     patterns = model["n_layer"] * 16 * heads * t**2 * 8 / MB
     # the tuned lens's training positions: residual streams at every depth, float32 (held twice while gathered)

@@ -187,7 +187,7 @@ def run_fingerprint(model_cfg: ModelConfig, cfg: TrainConfig, train_ids: np.ndar
         return hashlib.sha256(np.ascontiguousarray(ids).tobytes()).hexdigest()
 
     return {
-        "model": asdict(model_cfg),
+        "model": model_cfg.to_dict(),  # config.json's names: an interrupted run of an earlier version resumes
         "train": json.loads(json.dumps(asdict(cfg))),  # tuples -> lists, as they read back
         "device": device.type,
         "cpu_threads": torch.get_num_threads() if device.type == "cpu" else None,
@@ -344,7 +344,7 @@ def train(
                     with atomic_path(resume_path) as tmp:
                         torch.save({
                             "step": step, "phase": phase_index, "seed": cfg.seed,
-                            "model_config": asdict(model_cfg),
+                            "model_config": model_cfg.to_dict(),
                             "fingerprint": json.dumps(fingerprint, sort_keys=True),
                             "fingerprint_sha256": fingerprint_hash(fingerprint),
                             "model": model.state_dict(),

@@ -8,7 +8,6 @@ what to do when it is not.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -58,8 +57,8 @@ def save_weights(path: str | Path, model: Transformer, metadata: dict[str, str] 
 
 
 def save_config(path: str | Path, config: ModelConfig) -> None:
-    """A model's shape as JSON (``config.json``), atomically."""
-    write_json(path, asdict(config))
+    """A model's shape as JSON (``config.json``, :meth:`ModelConfig.to_dict`), atomically."""
+    write_json(path, config.to_dict())
 
 
 def save_model(directory: str | Path, model: Transformer) -> None:

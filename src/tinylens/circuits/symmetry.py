@@ -117,7 +117,7 @@ def transform_model(model: Transformer, t: Tensor, layernorm: str = "fold") -> T
     """
     if layernorm not in LN_MODES:
         raise ValueError(f"layernorm must be one of {LN_MODES}, not {layernorm!r}")
-    d = model.config.n_embed
+    d = model.config.d_model
     t = t.to(torch.float64)
     if t.shape != (d, d):
         raise ValueError(f"T must be [d_model d_model] = [{d} {d}], got {tuple(t.shape)}")
@@ -204,7 +204,7 @@ def symmetry_test(model: Transformer, transforms: dict[str, Tensor], tokens: Ten
     free_logits = run(without_layernorm(base), tokens).logits
     real_logits = run(base, tokens).logits
     real_logits_eps0 = run(with_layernorm_eps(fresh_copy(base), 0.0), tokens).logits
-    d = model.config.n_embed
+    d = model.config.d_model
     ones = torch.ones(1, d, dtype=torch.float64)
     cols: dict[str, list] = {k: [] for k in SYMMETRY_SCHEMA.columns}
     summary: dict[str, dict] = {}

@@ -108,7 +108,7 @@ def dump_activations(model: Transformer, tokenizer: CharTokenizer, strings: Sequ
     if any(len(s) != n for s in strings):
         raise ValueError("all strings of one dump must have the same length")
     ids = tokenizer.encode("".join(strings)).reshape(len(strings), n)  # [strings pos]
-    schema = block_schema(kinds, cfg.n_embed)
+    schema = block_schema(kinds, cfg.d_model)
     footer = {STRINGS_KEY: strings_digest(strings)}
     with ExitStack() as stack:
         writers = [stack.enter_context(table_writer(block_path(out_dir, b), schema, metadata=footer))

@@ -5,6 +5,8 @@ Free of torch, so the jobs that only read the tables start quickly.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pyarrow as pa
 
 from tinylens.tables import Schema
@@ -45,3 +47,27 @@ HEADS_SCHEMA = Schema("dynamics heads", {
     "head": pa.int32(),
     **{name: pa.float64() for name in HEAD_SCORES},
 })
+
+
+def check_config(preset: Mapping, config: Mapping, where: str) -> list[str]:
+    """What the schema cannot say of a preset's ``dynamics`` (``where``: the preset's key, ``presets.<name>``):
+    the positions, bands and repeated sequences fit the context, the energy windows are validation windows."""
+    key = f"{where}.dynamics.measure"
+    measure, context = preset["dynamics"]["measure"], preset["model"]["block_size"]
+    problems = []
+    early, late = measure["icl_positions"]
+    if not early < late < context:
+        problems.append(f"config key '{key}.icl_positions' ({[early, late]}) must be "
+                        f"[early, late] with early < late < the context length (model.block_size = {context})")
+    (a, b), (c, d) = measure["icl_bands"]
+    if not (a <= b < c <= d < context):
+        problems.append(f"config key '{key}.icl_bands' ({measure['icl_bands']}) must be "
+                        f"[[a, b], [c, d]] with a <= b < c <= d < the context length (model.block_size = {context})")
+    repeat = measure["repeat"]
+    if repeat["length"] * repeat["copies"] > context:
+        problems.append(f"config key '{key}.repeat': {repeat['copies']} copies of "
+                        f"{repeat['length']} tokens exceed the context length ({context})")
+    if measure["energy_windows"] > measure["val_windows"]:
+        problems.append(f"config key '{key}.energy_windows' ({measure['energy_windows']}) "
+                        f"must not exceed '{key}.val_windows' ({measure['val_windows']})")
+    return problems

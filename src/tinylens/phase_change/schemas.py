@@ -5,6 +5,8 @@ Free of torch, so the summary and figure jobs start quickly.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pyarrow as pa
 
 from tinylens.tables import Schema
@@ -44,3 +46,36 @@ HEADS_SCHEMA = Schema("phase-change heads", {
 def rows_to_columns(rows: list[dict], names) -> dict[str, list]:
     """Rows (dicts) -> columns, a name missing from a row read as NaN (the tables hold no nulls)."""
     return {name: [r.get(name, float("nan")) for r in rows] for name in names}
+
+
+def check_config(preset: Mapping, config: Mapping, where: str) -> list[str]:
+    """What the schema cannot say of a preset's ``phase_change`` (``where``: the preset's key,
+    ``presets.<name>``): the reference is a run, and in every run the ICL bands and probe periods fit the
+    context and the probes avoid the training periods."""
+    phase, key = preset["phase_change"], where
+    problems = []
+    if phase["reference"] not in phase["runs"]:
+        problems.append(f"config key '{key}.phase_change.reference' ({phase['reference']!r}) must name one of "
+                        f"'{key}.phase_change.runs' ({sorted(phase['runs'])})")
+    probes = phase["probes"]
+    for name, run in phase["runs"].items():
+        settings = {**phase["base"], **run, "mixture": {**phase["base"]["mixture"], **run.get("mixture", {})}}
+        context, mixture = settings["context"], settings["mixture"]
+        (a, b), (c, d) = probes["early_band"], probes["late_band"]
+        if not a <= b < c <= d < context:
+            problems.append(f"config key '{key}.phase_change.probes.early_band/late_band' ({[a, b]}, {[c, d]}) must "
+                            f"satisfy early first <= last < late first <= last < the context of run {name} ({context})")
+        early, late = probes["single_positions"]
+        if not early < late < context:
+            problems.append(f"config key '{key}.phase_change.probes.single_positions' ({[early, late]}) must lie "
+                            f"inside the context of run {name} ({context}), early before late")
+        if mixture["period_min"] > mixture["period_max"]:
+            problems.append(f"config key '{key}.phase_change' run {name}: period_min > period_max")
+        for p in probes["probe_periods"]:
+            if mixture["repeat_fraction"] > 0 and mixture["period_min"] <= p <= mixture["period_max"]:
+                problems.append(f"config key '{key}.phase_change.probes.probe_periods': {p} lies among run {name}'s "
+                                f"training periods {mixture['period_min']}-{mixture['period_max']}; probe at others")
+            if 2 * p > context + 1:
+                problems.append(f"config key '{key}.phase_change.probes.probe_periods': {p} repeated twice exceeds "
+                                f"run {name}'s context ({context})")
+    return problems

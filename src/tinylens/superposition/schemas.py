@@ -3,6 +3,8 @@
 Kept apart from the maths so that figure scripts read the tables without importing torch.
 """
 
+from collections.abc import Mapping
+
 import pyarrow as pa
 
 from tinylens.tables import Schema
@@ -80,3 +82,27 @@ TABLES = {
     "correlated_groups": CORRELATED_GROUPS,
 }
 
+
+def check_config(preset: Mapping, config: Mapping, where: str) -> list[str]:
+    """What the schema cannot say of a preset's ``superposition`` (``where``: the preset's key,
+    ``presets.<name>``), one line per problem."""
+    spec, where = preset["superposition"], f"{where}.superposition"
+    problems = []
+    dim = spec["dimensionality"]
+    if dim["hidden"] >= dim["features"]:
+        problems.append(f"config key '{where}.dimensionality.hidden' ({dim['hidden']}) must be smaller than "
+                        f"'features' ({dim['features']}): superposition needs more features than dimensions")
+    if not any(abs(s - spec["dynamics_sparsity"]) < 1e-9 for s in dim["sparsities"]):
+        problems.append(f"config key '{where}.dynamics_sparsity' ({spec['dynamics_sparsity']}) must be one of "
+                        f"'dimensionality.sparsities' {dim['sparsities']}")
+    if dim["snapshots"] > dim["steps"]:
+        problems.append(f"config key '{where}.dimensionality.snapshots' ({dim['snapshots']}) exceeds its "
+                        f"'steps' ({dim['steps']})")
+    for key, grid in (("nonuniform.relative_density", spec["nonuniform"]["relative_density"]),
+                      ("phase_diagram.importance", spec["phase_diagram"]["importance"]),
+                      ("phase_diagram.density", spec["phase_diagram"]["density"])):
+        if not grid["min"] < grid["max"]:
+            problems.append(f"config key '{where}.{key}': min ({grid['min']}) must be below max ({grid['max']})")
+    if spec["phase_diagram"]["density"]["max"] > 1:
+        problems.append(f"config key '{where}.phase_diagram.density.max' must be at most 1 (a probability)")
+    return problems

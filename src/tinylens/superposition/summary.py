@@ -372,26 +372,3 @@ def findings(documents: Mapping) -> list[str]:
         out.append("Feature groups in two dimensions, each claim against the pairs of different groups "
                    "(Wilson intervals apart): " + "; ".join(parts) + ".")
     return out
-
-
-def preset_problems(spec: Mapping, where: str) -> list[str]:
-    """What JSON Schema cannot say about a preset's ``superposition`` section, one line per problem."""
-    problems = []
-    dim = spec["dimensionality"]
-    if dim["hidden"] >= dim["features"]:
-        problems.append(f"config key '{where}.dimensionality.hidden' ({dim['hidden']}) must be smaller than "
-                        f"'features' ({dim['features']}): superposition needs more features than dimensions")
-    if not any(abs(s - spec["dynamics_sparsity"]) < 1e-9 for s in dim["sparsities"]):
-        problems.append(f"config key '{where}.dynamics_sparsity' ({spec['dynamics_sparsity']}) must be one of "
-                        f"'dimensionality.sparsities' {dim['sparsities']}")
-    if dim["snapshots"] > dim["steps"]:
-        problems.append(f"config key '{where}.dimensionality.snapshots' ({dim['snapshots']}) exceeds its "
-                        f"'steps' ({dim['steps']})")
-    for key, grid in (("nonuniform.relative_density", spec["nonuniform"]["relative_density"]),
-                      ("phase_diagram.importance", spec["phase_diagram"]["importance"]),
-                      ("phase_diagram.density", spec["phase_diagram"]["density"])):
-        if not grid["min"] < grid["max"]:
-            problems.append(f"config key '{where}.{key}': min ({grid['min']}) must be below max ({grid['max']})")
-    if spec["phase_diagram"]["density"]["max"] > 1:
-        problems.append(f"config key '{where}.phase_diagram.density.max' must be at most 1 (a probability)")
-    return problems

@@ -14,7 +14,7 @@ For block ``b`` the block output ``x_b + sa_b + ffwd_b`` becomes ``x_b + ffwd_b`
 
 >>> import torch
 >>> from tinylens.model import ModelConfig, Transformer
->>> model = Transformer(ModelConfig(vocab_size=5, block_size=4, n_embed=8, n_layer=2, n_head=2, dropout=0.0)).eval()
+>>> model = Transformer(ModelConfig(vocab_size=5, block_size=4, d_model=8, n_layer=2, n_head=2, dropout=0.0)).eval()
 >>> h = ablation_distances(model, torch.tensor([[0, 1, 2], [3, 4, 0]]))
 >>> sorted(h), h[("full", "drop_sa")].shape
 ([('full', 'drop_ffwd'), ('full', 'drop_sa'), ('one_token', 'drop_ffwd'), ('one_token', 'drop_sa')], (2, 2))

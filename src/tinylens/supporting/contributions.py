@@ -89,10 +89,10 @@ def summarize_contributions(cols: Mapping[str, np.ndarray], n_blocks: int) -> li
     return rows
 
 
-def ffwd_parameter_share(vocab_size: int, block_size: int, n_embed: int, n_layer: int) -> dict:
+def ffwd_parameter_share(vocab_size: int, block_size: int, d_model: int, n_layer: int) -> dict:
     """Parameters of the model of method.md §1 (no biases in q, k, v; biased ``proj``, ffwd and
     ``lm_head``; untied embeddings), the feed-forward ones among them, and their share in percent."""
-    d = n_embed
+    d = d_model
     ffwd = n_layer * (d * 4 * d + 4 * d + 4 * d * d + d)
     attention = n_layer * (3 * d * d + d * d + d)
     layernorms = (2 * n_layer + 1) * 2 * d

@@ -5,7 +5,7 @@ Free of torch, so the jobs that only read tables (the metrics and the figures) s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -145,13 +145,19 @@ def robustness_schema(variant_names) -> Schema:
     })
 
 
-def check_stages(stages: Sequence[int], n_layer: int, key: str) -> list[int]:
-    """The configured stages, checked: each in ``0..n_layer``, and ``n_layer`` (the input of ln_f,
-    which the criterion's end-of-model variant needs) among them. Sorted from the end of the model."""
-    stages = [int(s) for s in stages]
-    bad = [s for s in stages if not 0 <= s <= n_layer]
-    if bad or n_layer not in stages:
-        raise ValueError(f"config key '{key}' is {stages}: every stage must lie in 0..{n_layer} (the input of block "
-                         f"s, 0-based; {n_layer} = the input of ln_f) and {n_layer} must be among them; "
-                         "fix it in config/config.yaml")
-    return sorted(stages, reverse=True)
+def check_config(preset: Mapping, config: Mapping, where: str) -> list[str]:
+    """What the schema cannot say of the ``supporting`` section for the preset at ``where`` (``presets.<name>``):
+    every subspace stage in ``0..n_layer`` and ``n_layer`` (the input of ln_f, which the criterion's
+    end-of-model variant needs) among them; the robustness comparison's string lengths within the context."""
+    n_layer, context = preset["model"]["n_layer"], preset["model"]["block_size"]
+    stages = [int(s) for s in config["supporting"]["subspace_stages"]]
+    problems = []
+    if any(not 0 <= s <= n_layer for s in stages) or n_layer not in stages:
+        problems.append(f"config key 'supporting.subspace_stages' is {stages}: every stage must lie in 0..{n_layer} "
+                        f"(the input of block s, 0-based; {n_layer} = the input of ln_f, '{where}.model.n_layer') "
+                        f"and {n_layer} must be among them")
+    too_long = [n for n in config["supporting"]["robustness"]["lengths"] if n > context]
+    if too_long:
+        problems.append(f"config key 'supporting.robustness.lengths' has {too_long}, longer than the context "
+                        f"('{where}.model.block_size' = {context}); use lengths of at most {context}")
+    return problems

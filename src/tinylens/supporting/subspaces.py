@@ -72,7 +72,7 @@ def learn_token_vectors(model: Transformer, start: int, tokens: Sequence[int], s
     ``[token K d_model]`` replaces the ``N(0, 1)`` draw from ``seed``.
     """
     model.eval()
-    d = model.config.n_embed
+    d = model.config.d_model
     device = next(model.parameters()).device
     n_tok = len(tokens)
     if init is None:

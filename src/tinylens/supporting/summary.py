@@ -92,7 +92,7 @@ def family_metrics(ablation: Mapping[int, Mapping[str, np.ndarray]], scaling: Ma
     """The family's metrics JSON: the headline and one section per analysis, the paper's numbers
     beside ours. ``ablation``: each seed's table; ``scaling``, ``noise``, ``endpoint``, ``contributions``:
     per mode (as :func:`split_by_mode` gives); ``stages``: :func:`summarize_stage` of each stage;
-    ``criterion``: each mode's criterion JSON; ``model``: the model's vocab_size, block_size, n_embed
+    ``criterion``: each mode's criterion JSON; ``model``: the model's vocab_size, block_size, d_model
     and n_layer (the feed-forward parameter share); ``robustness``: the robustness JSON
     (:func:`tinylens.supporting.robustness.summarize`), kept as it is."""
     modes = list(scaling)
