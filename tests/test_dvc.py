@@ -1,7 +1,7 @@
 """Data versioning round trips: run, publish, fresh clone, `dvc pull`, restore, regenerate figures.
 
 The `test` preset's artifacts (from the session's workflow run) are published
-(`tinylens-publish`: dvc commit, dvc push, git commit of dvc.lock) from a
+(`tinylens publish`: dvc commit, dvc push, git commit of dvc.lock) from a
 throwaway git repository holding the project's files, to a local directory
 remote and to an S3-compatible server (moto) on 127.0.0.1. Every command that
 runs in a clone uses that clone's own package (PYTHONPATH), as a user's
@@ -54,12 +54,12 @@ def dvc(*args, cwd, check=True, env=None):
 
 
 def restore(cwd, *config, check=True):
-    return sh(sys.executable, "-m", "tinylens.restore", "--preset", "test", *(["--config", *config] if config else []),
+    return sh(sys.executable, "-m", "tinylens", "restore", "--preset", "test", *(["--config", *config] if config else []),
               cwd=cwd, check=check)
 
 
 def publish(cwd, *args, check=True):
-    return sh(sys.executable, "-m", "tinylens.publish", "--preset", "test", *args, cwd=cwd, check=check)
+    return sh(sys.executable, "-m", "tinylens", "publish", "--preset", "test", *args, cwd=cwd, check=check)
 
 
 def snakemake(cwd, *args, check=True):
@@ -135,7 +135,7 @@ def user_clone(origin, tmp_path_factory):
     # a killed job's leftover inside a pulled folder
     stale = clone / f"results/test/search/corpus/.tmp-shard_1-of-2.parquet.{atomic._host()}.{dead_pid()}.x1"
     stale.write_bytes(b"half a shard")
-    restored = restore(clone)  # the README's `tinylens-restore --preset test`, with this clone's package
+    restored = restore(clone)  # the README's `tinylens restore --preset test`, with this clone's package
     assert "Snakemake now plans nothing" in restored.stdout
     return clone
 
@@ -289,7 +289,7 @@ def test_no_published_artifacts_is_a_clear_error(origin, tmp_path):
     refused = restore(clone, check=False)
     assert refused.returncode == 1
     assert "this checkout has no dvc.lock: no artifacts of preset 'test' were published" in refused.stderr
-    assert "tinylens-publish --preset test" in refused.stderr
+    assert "tinylens publish --preset test" in refused.stderr
     assert not (clone / ".snakemake").exists()
 
 
@@ -343,10 +343,10 @@ def test_the_readme_user_path_is_the_one_these_tests_run(repo):
     assert block, "README lost the users' DVC path"
     commands = [line.split("#")[0].strip() for line in block.group(1).splitlines() if line.strip()]
     assert commands == ["git clone <repository-url> tinylens && cd tinylens", "pip install -e .",
-                        "dvc pull workflow@small", "tinylens-restore --preset small", "snakemake --cores all",
+                        "dvc pull workflow@small", "tinylens restore --preset small", "snakemake --cores all",
                         "snakemake --report report.html"]
-    # the console script is the module restore() runs as `python -m tinylens.restore`
-    assert 'tinylens-restore = "tinylens.restore:main"' in (repo / "pyproject.toml").read_text()
+    # the console script is the command restore() runs as `python -m tinylens restore`
+    assert 'tinylens = "tinylens.cli:main"' in (repo / "pyproject.toml").read_text()
     assert "small" in yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]["workflow"]["foreach"]
 
 

@@ -50,7 +50,7 @@ def test_no_dvc_lock_says_what_to_do(tmp_path):
         check_lock("small", tmp_path)
     message = str(err.value)
     assert message.startswith("this checkout has no dvc.lock: no artifacts of preset 'small' were published")
-    assert "tinylens-publish --preset small" in message and "snakemake --cores all --config preset=small" in message
+    assert "tinylens publish --preset small" in message and "snakemake --cores all --config preset=small" in message
     (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n  workflow@test:\n    cmd: x\n")
     check_lock("test", tmp_path)
     with pytest.raises(RestoreError, match="this checkout's dvc.lock has no entry for workflow@small: no artifacts"):

@@ -3,7 +3,7 @@
 A model is named by a *source*: a Hugging Face hub name (``EleutherAI/pythia-70m``) whose
 checkpoints are revisions (``step1000``), or a local folder holding one subfolder per checkpoint
 (``<folder>/step1000/``: a Hugging Face model folder with its tokenizer, or a folder written by
-``tinylens-export-tl``). Each checkpoint is loaded the same way (:func:`load_bridge`) into a
+``tinylens export``). Each checkpoint is loaded the same way (:func:`load_bridge`) into a
 :class:`~transformer_lens.model_bridge.TransformerBridge`; :class:`BridgeSubject` lets the
 training-dynamics measurements (:mod:`tinylens.dynamics.measure`) read it, and
 :func:`circuit_weights` gives the weight-only composition (:mod:`tinylens.circuits.composition`)

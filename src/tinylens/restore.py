@@ -2,7 +2,7 @@
 
 **Restore**, after ``dvc pull workflow@<preset>``: a fresh clone has no
 ``.snakemake`` metadata and ``dvc pull`` scrambles file times, so Snakemake
-would rerun everything. ``tinylens-restore``:
+would rerun everything. ``tinylens restore``:
 
 1. checks that ``dvc.lock`` records artifacts of the preset at all;
 2. ``dvc status workflow@<preset>`` must be clean: every versioned artifact is
@@ -18,15 +18,15 @@ would rerun everything. ``tinylens-restore``:
 Steps 1-3 change nothing; any output of Snakemake the restore cannot read is
 an error, never "nothing to do".
 
-**Publish** (``tinylens-publish``), after a finished run: the plan must show
+**Publish** (``tinylens publish``, :mod:`tinylens.publish`), after a finished run: the plan must show
 every output present and up to date; then ``dvc commit``, ``dvc push`` and a
 git commit of ``dvc.lock``.
 
 Only ``--config`` keys that cannot change any result are passed on:
 :data:`SAFE_CONFIG_KEYS`.
 
-    tinylens-restore --preset small
-    tinylens-publish --preset small
+    tinylens restore --preset small
+    tinylens publish --preset small
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def check_lock(preset: str, cwd: Path) -> None:
             ("this checkout has no dvc.lock" if not lock.exists() else f"this checkout's dvc.lock has no entry for "
              f"{stage(preset)}") + f": no artifacts of preset '{preset}' were published with this commit, so `dvc pull` "
             f"has nothing to fetch and nothing was changed. Check out a commit whose dvc.lock records them "
-            f"(`git log -- dvc.lock`), ask a maintainer to publish them (`tinylens-publish --preset {preset}`), "
+            f"(`git log -- dvc.lock`), ask a maintainer to publish them (`tinylens publish --preset {preset}`), "
             f"or compute them: snakemake --cores all --config preset={preset}")
 
 
@@ -191,7 +191,7 @@ def restore(preset: str, cwd: str | Path = ".", extra_config: Sequence[str] = ()
             f"dvc.lock records an incomplete set of artifacts for preset '{preset}' (they were published before "
             f"the run was complete), so nothing was changed. Missing:\n  {_listing(missing)}\n"
             f"Rerun the missing steps (snakemake --cores all --config preset={preset}); a maintainer then "
-            f"republishes with `tinylens-publish --preset {preset}`.")
+            f"republishes with `tinylens publish --preset {preset}`.")
     proc = _run(snakemake_cmd(preset, "--touch", extra_config=extra_config), cwd)
     if proc.returncode != 0:
         raise RestoreError(f"`snakemake --touch` failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
@@ -231,39 +231,18 @@ def publish(preset: str, cwd: str | Path = ".", extra_config: Sequence[str] = ()
     return f"published preset '{preset}': dvc.lock committed" + (", artifacts pushed" if push else "")
 
 
-def _parser(prog: str, description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", default="small", help="the preset whose artifacts are meant (default: small)")
-    parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
-                        help=f"Snakemake --config values; only {', '.join(SAFE_CONFIG_KEYS)} "
-                             "(e.g. corpus_url=/path/to/input.txt)")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser("tinylens-restore", __doc__).parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """``tinylens restore`` (its arguments: :mod:`tinylens.cli`); exit status 1 when a check fails."""
     try:
         restore(args.preset, Path.cwd(), args.config)
     except RestoreError as err:
-        print(f"tinylens-restore: {err}", file=sys.stderr)
+        print(f"tinylens restore: {err}", file=sys.stderr)
         return 1
     print(f"restored preset '{args.preset}': Snakemake now plans nothing (no training, dumping or search)")
     return 0
 
 
-def publish_main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser("tinylens-publish", __doc__)
-    parser.add_argument("--no-push", action="store_true", help="commit dvc.lock but do not push the artifacts")
-    parser.add_argument("--message", help="git commit message for dvc.lock")
-    args = parser.parse_args(argv)
-    try:
-        print(publish(args.preset, Path.cwd(), args.config, push=not args.no_push, message=args.message))
-    except RestoreError as err:
-        print(f"tinylens-publish: {err}", file=sys.stderr)
-        return 1
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from tinylens.cli import moved
+
+    sys.exit(moved("python -m tinylens.restore", "restore"))

@@ -105,7 +105,7 @@ def check_available(source: str, steps: Sequence[int], revision: str = REVISION)
             raise ExternalModelUnavailable(
                 f"the local model {source} lacks checkpoint folders {', '.join(missing)}: each checkpoint is a "
                 f"subfolder named {revision!r} holding a Hugging Face model and its tokenizer (or a "
-                "tinylens-export-tl folder); add them or change the preset's steps")
+                "tinylens export folder); add them or change the preset's steps")
         return
     absent = [revision.format(step=s) for s in steps if not _cached(source, revision.format(step=s))]
     if absent and not hub_reachable():
