@@ -162,3 +162,18 @@ def test_publish_refuses_an_unfinished_run_and_otherwise_commits_pushes_and_comm
     assert module.publish("test", checkout) == "published preset 'test': dvc.lock committed, artifacts pushed"
     assert [c[:2] for c in tools.ran if c[0] in ("dvc", "git")] == [
         ["dvc", "commit"], ["dvc", "push"], ["git", "add"], ["git", "diff"], ["git", "commit"]]
+
+
+def test_publish_commits_the_run_headline_with_dvc_lock(monkeypatch, checkout, repo):
+    """The outputs dvc.yaml leaves to git (`cache: false`: the run's headline, which `dvc metrics diff`
+    compares against) are added and committed with dvc.lock, and nothing else."""
+    import shutil
+
+    import tinylens.restore as module
+
+    shutil.copy(repo / "dvc.yaml", checkout / "dvc.yaml")
+    tools = Tools()
+    monkeypatch.setattr(module, "_run", tools)
+    module.publish("test", checkout)
+    committed = ["--", "dvc.lock", "results/headline/test.json"]
+    assert [c[-3:] for c in tools.ran if c[:2] in (["git", "add"], ["git", "diff"], ["git", "commit"])] == [committed] * 3

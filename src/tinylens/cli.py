@@ -115,7 +115,8 @@ VERBS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = {
     "publish": (
         "record a finished run in dvc.lock, push it, commit (docs/dvc.md)",
         "After a finished run: Snakemake's plan must show every output present and up to date; then "
-        "`dvc commit` and `dvc push` of the preset's stage, and a git commit of dvc.lock (docs/dvc.md).",
+        "`dvc commit` and `dvc push` of the preset's stage, and a git commit of dvc.lock and the run's headline "
+        "(results/headline/PRESET.json, what `dvc metrics show` prints; docs/dvc.md).",
         _publish),
     "export": (
         "write a model TransformerLens loads (docs/transformerlens.md)",

@@ -56,7 +56,7 @@ FAMILIES: tuple[Family, ...] = (
         outputs=("data", "models", "samples", "strings", "activations", "search", "approx", "evaluation",
                  "case_studies", "figures", "metrics/corpus.json", "metrics/training.json", "metrics/hellinger.json",
                  "metrics/hellinger_corpus.json", "metrics/hellinger_heldout.json", "metrics/hellinger_paper.json",
-                 "metrics/search_verification.json"),
+                 "metrics/search_verification.json", "metrics/headline.json"),
         comparison={
             "training": ("metrics/training.json", "training_summary"),
             "original_model": ("models/seed{original}/metrics.json", "train_model"),
@@ -77,7 +77,7 @@ FAMILIES: tuple[Family, ...] = (
             "superposition_summary"),
     Family("comparison", "The published numbers beside ours (method.md §12)", "tinylens.comparison",
            {"comparison": ("metrics/paper_comparison.json", "paper_comparison")}, rules=("comparison",),
-           outputs=("comparison",)),
+           outputs=("comparison", "metrics/paper_comparison.json")),
 )
 
 #: The sections of an external model's findings (``results/<preset>/external/<model>/findings.md``, rule
@@ -96,7 +96,8 @@ EXTERNAL_FAMILIES: tuple[Family, ...] = (
 #: in words and the external models (not part of ``rule all``).
 ENTRY_POINTS: Mapping[str, tuple[str, ...]] = {"findings": ("findings",), "external": ("external",)}
 
-#: Outputs of the run as a whole that DVC versions besides the families': the findings in words.
+#: Outputs of the run as a whole that DVC versions besides the families': the findings in words. (And the
+#: run's headline, outside results/<preset>/: :data:`tinylens.comparison.HEADLINE`.)
 RUN_OUTPUTS: tuple[str, ...] = ("findings.md",)
 
 

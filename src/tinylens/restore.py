@@ -20,7 +20,8 @@ an error, never "nothing to do".
 
 **Publish** (``tinylens publish``, :mod:`tinylens.publish`), after a finished run: the plan must show
 every output present and up to date; then ``dvc commit``, ``dvc push`` and a
-git commit of ``dvc.lock``.
+git commit of ``dvc.lock`` with the outputs DVC leaves to git (:func:`git_outputs`: the run's
+headline, which ``dvc metrics diff`` compares a later run against).
 
 Only ``--config`` keys that cannot change any result are passed on:
 :data:`SAFE_CONFIG_KEYS`.
@@ -72,8 +73,12 @@ def check_config(extra_config: Sequence[str]) -> list[str]:
     return list(extra_config)
 
 
+#: dvc.yaml's stage that runs the workflow, one per preset (``foreach``).
+STAGE = "workflow"
+
+
 def stage(preset: str) -> str:
-    return f"workflow@{preset}"
+    return f"{STAGE}@{preset}"
 
 
 def check_lock(preset: str, cwd: Path) -> None:
@@ -203,6 +208,16 @@ def restore(preset: str, cwd: str | Path = ".", extra_config: Sequence[str] = ()
     return after
 
 
+def git_outputs(preset: str, cwd: str | Path = ".") -> list[str]:
+    """The preset's stage outputs that dvc.yaml marks ``cache: false``: DVC records their hashes in dvc.lock
+    but neither caches nor pushes them, so git carries them (a clone has them without a pull)."""
+    path = Path(cwd) / "dvc.yaml"
+    dvc_yaml = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    outs = (dvc_yaml or {}).get("stages", {}).get(STAGE, {}).get("do", {}).get("outs", [])
+    return [path.replace("${item}", preset) for out in outs if isinstance(out, dict)
+            for path, options in out.items() if (options or {}).get("cache") is False]
+
+
 def publish(preset: str, cwd: str | Path = ".", extra_config: Sequence[str] = (), push: bool = True,
             message: str | None = None) -> str:
     """Record a finished run in dvc.lock, push its artifacts and commit dvc.lock; returns what was done."""
@@ -220,14 +235,15 @@ def publish(preset: str, cwd: str | Path = ".", extra_config: Sequence[str] = ()
         proc = _run(cmd, cwd)
         if proc.returncode != 0:
             raise RestoreError(f"`{' '.join(cmd)}` failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
-    proc = _run(["git", "add", "dvc.lock"], cwd)
+    committed = ["dvc.lock", *git_outputs(preset, cwd)]
+    proc = _run(["git", "add", "--", *committed], cwd)
     if proc.returncode != 0:
-        raise RestoreError(f"`git add dvc.lock` failed: {proc.stderr.strip()}")
-    if _run(["git", "diff", "--cached", "--quiet", "--", "dvc.lock"], cwd).returncode == 0:
+        raise RestoreError(f"`git add {' '.join(committed)}` failed: {proc.stderr.strip()}")
+    if _run(["git", "diff", "--cached", "--quiet", "--", *committed], cwd).returncode == 0:
         return f"dvc.lock already recorded these artifacts of preset '{preset}'" + ("; pushed" if push else "")
-    proc = _run(["git", "commit", "-m", message or f"Artifacts of the {preset} preset", "--", "dvc.lock"], cwd)
+    proc = _run(["git", "commit", "-m", message or f"Artifacts of the {preset} preset", "--", *committed], cwd)
     if proc.returncode != 0:
-        raise RestoreError(f"`git commit dvc.lock` failed: {(proc.stdout + proc.stderr).strip()}")
+        raise RestoreError(f"`git commit {' '.join(committed)}` failed: {(proc.stdout + proc.stderr).strip()}")
     return f"published preset '{preset}': dvc.lock committed" + (", artifacts pushed" if push else "")
 
 
