@@ -54,7 +54,8 @@ def dvc(*args, cwd, check=True, env=None):
 
 
 def restore(cwd, *config, check=True):
-    return sh(sys.executable, "-m", "tinylens", "restore", "--preset", "test", *(["--config", *config] if config else []),
+    return sh(sys.executable, "-m", "tinylens", "restore", "--preset", "test",
+              *(["--config", *config] if config else []),
               cwd=cwd, check=check)
 
 
@@ -212,7 +213,8 @@ def test_metrics_show_prints_the_run_headline(user_clone, finished_run):
     assert "failed to load" not in proc.stderr
     data = next(iter(json.loads(proc.stdout).values()))["data"]
     assert list(data) == ["results/headline/test.json"]
-    assert data["results/headline/test.json"]["data"] == json.loads((finished_run.parent / "headline/test.json").read_text())
+    written = json.loads((finished_run.parent / "headline/test.json").read_text())
+    assert data["results/headline/test.json"]["data"] == written
     assert set(data["results/headline/test.json"]["data"]["H"]) == {"heldout", "paper", "published", "seeds"}
 
 

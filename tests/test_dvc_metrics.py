@@ -81,7 +81,8 @@ def test_metrics_show_prints_each_run_headline_narrow_and_without_warnings(repo,
     for preset in config["presets"]:  # every preset run: one row each, the longest name included
         snapshot_run(repo, preset, dvc_repo)
     lines = metrics("show", cwd=dvc_repo)
-    assert sorted(line.split()[0] for line in lines[1:]) == sorted(f"results/headline/{p}.json" for p in config["presets"])
+    shown = sorted(line.split()[0] for line in lines[1:])
+    assert shown == sorted(HEADLINE.format(preset=preset) for preset in config["presets"])
 
 
 def test_metrics_diff_compares_a_new_run_with_the_committed_headline(repo, dvc_repo):

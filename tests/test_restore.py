@@ -176,4 +176,5 @@ def test_publish_commits_the_run_headline_with_dvc_lock(monkeypatch, checkout, r
     monkeypatch.setattr(module, "_run", tools)
     module.publish("test", checkout)
     committed = ["--", "dvc.lock", "results/headline/test.json"]
-    assert [c[-3:] for c in tools.ran if c[:2] in (["git", "add"], ["git", "diff"], ["git", "commit"])] == [committed] * 3
+    git = [c for c in tools.ran if c[:2] in (["git", "add"], ["git", "diff"], ["git", "commit"])]
+    assert [c[-3:] for c in git] == [committed] * 3

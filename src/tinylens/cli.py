@@ -1,9 +1,9 @@
 """The ``tinylens`` command: one front door to what works on the workflow's results.
 
-    tinylens explain PROMPT             any prompt, from a finished run (docs/explain.md)
-    tinylens restore --preset small     after `dvc pull workflow@small`: check, then align Snakemake (docs/dvc.md)
-    tinylens publish --preset small     record a finished run in dvc.lock, push it, commit (docs/dvc.md)
-    tinylens export MODEL_DIR OUT_DIR   a trained model as a folder TransformerLens loads (docs/transformerlens.md)
+    tinylens explain PROMPT              any prompt, from a finished run (docs/explain.md)
+    tinylens restore --preset small      after `dvc pull workflow@small`: check, align Snakemake (docs/dvc.md)
+    tinylens publish --preset small      record a finished run in dvc.lock, push, commit (docs/dvc.md)
+    tinylens export MODEL_DIR OUT_DIR    a model as a folder TransformerLens loads (docs/transformerlens.md)
     tinylens findings show|snapshot|render   the run's findings in words; README.md's block
 
 The workflow itself runs with ``snakemake`` (docs/running.md). ``python -m tinylens VERB`` is the same
@@ -158,7 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def moved(old: str, verb: str) -> int:
-    """What a removed entry point (``python -m tinylens.<verb>``, which once did the work) says instead of doing nothing."""
+    """What a removed entry point (``python -m tinylens.<verb>``, which once did the work) says, rather than
+    doing nothing: the verb that replaced it; exit status 2."""
     print(f"{old} is now `tinylens {verb}` (or `python -m tinylens {verb}`); `tinylens --help` lists the verbs",
           file=sys.stderr)
     return 2

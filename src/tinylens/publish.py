@@ -1,4 +1,5 @@
-"""``tinylens publish``: record a finished run in dvc.lock, push its artifacts, commit (:func:`tinylens.restore.publish`)."""
+"""``tinylens publish``: record a finished run in dvc.lock, push its artifacts, commit
+(:func:`tinylens.restore.publish`)."""
 
 from __future__ import annotations
 
