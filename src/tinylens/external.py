@@ -60,7 +60,7 @@ def load_bridge(source: str, step: int, revision: str = REVISION, device: str = 
 
 
 def load_folder(folder: str | Path, device: str = "cpu") -> TransformerBridge:
-    """One checkpoint's folder (a Hugging Face model folder with its tokenizer, or a ``tinylens-export-tl``
+    """One checkpoint's folder (a Hugging Face model folder with its tokenizer, or a ``tinylens export``
     folder) as a TransformerBridge in eval mode, the raw weights."""
     from tinylens.export import _import_transformer_lens, load_exported
 
