@@ -155,11 +155,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     args = top.parse_args(argv)
     return importlib.import_module(f"tinylens.{args.verb}").run(args)
-
-
-def moved(old: str, verb: str) -> int:
-    """What a removed entry point (``python -m tinylens.<verb>``, which once did the work) says, rather than
-    doing nothing: the verb that replaced it; exit status 2."""
-    print(f"{old} is now `tinylens {verb}` (or `python -m tinylens {verb}`); `tinylens --help` lists the verbs",
-          file=sys.stderr)
-    return 2

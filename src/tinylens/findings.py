@@ -209,6 +209,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from tinylens.cli import moved
+    from tinylens.wording import moved
 
     raise SystemExit(moved("python -m tinylens.findings", "findings"))

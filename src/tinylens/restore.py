@@ -259,6 +259,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from tinylens.cli import moved
+    from tinylens.wording import moved
 
     sys.exit(moved("python -m tinylens.restore", "restore"))
