@@ -40,6 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from tinylens.dynamics.probes import repeat_candidates
+from tinylens.measures import standard_error
 from tinylens.phase_change.data import tiled
 from tinylens.phase_change.detect import DetectSettings, _at_or_after, _at_or_before, detect, uniform_prefix_matching
 from tinylens.phase_change.schemas import HEADS_SCHEMA
@@ -187,10 +188,10 @@ def measure_onset(subject: Subject, probes: Mapping[int, np.ndarray], device="cp
                 s = torch.cat(scores[b])  # [sequences n_heads]
                 for h in range(subject.n_head):
                     rows.append({"layer": b, "head": h, "period": int(p), "prefix_matching": float(s[:, h].mean()),
-                                 "prefix_matching_se": float(s[:, h].std() / math.sqrt(len(s))),
+                                 "prefix_matching_se": standard_error(s[:, h]),
                                  "copying": float(copying[b, h])})
     d = np.concatenate(diffs)
-    return {"copy_loss_drop": float(d.mean()), "copy_loss_drop_se": float(d.std(ddof=1) / math.sqrt(len(d)))}, rows
+    return {"copy_loss_drop": float(d.mean()), "copy_loss_drop_se": standard_error(d)}, rows
 
 
 def _rows(heads: Mapping[str, np.ndarray], layer: int, head: int) -> np.ndarray:
