@@ -64,7 +64,8 @@ def test_every_family_package_is_laid_out_the_same_way():
 #: (2-3 CPU-s) is most of such a job's cost. The library imports torch inside the functions that use it.
 TORCH_FREE = (
     "core/build_strings", "circuits/circuits_summary", "core/download_corpus", "dynamics/dynamics_summary",
-    "findings/write_findings", "core/hellinger_summary", "comparison/paper_comparison", "core/paper_prompts",
+    "findings/write_findings", "core/hellinger_summary", "core/controls_summary", "comparison/paper_comparison",
+    "core/paper_prompts",
     "phase_change/phase_change_summary", "attention/attention_summary", "superposition/superposition_summary",
     "supporting/supporting_metrics", "core/tokenize", "core/training_summary",
     *(f"{p.parent.name}/{p.stem}" for p in SCRIPTS if p.stem.startswith("plot_")),
