@@ -38,10 +38,18 @@ def criterion_section(per_mode: Mapping[str, Mapping], n_blocks: int) -> dict:
     comparison = {}
     for mode, s in per_mode.items():
         rows = []
+        own, thresholds = s.get("block_alone", {}), s.get("thresholds", {})  # criterion files of earlier runs have none
         for b in reversed(range(n_blocks)):
             entry = s["blocks"][str(b)]
             row = {"block": b, "paper_end_of_model": published.CRITERION_END_OF_MODEL.get(b),
                    "paper_same_stage": published.CRITERION_SAME_STAGE.get(b)}
+            # at the threshold tuned for the block alone (method.md §6b), beside the joint tuning's rates below
+            alone = own.get(str(b), {}).get("end_of_model", {})
+            if "rate_abs" in alone:
+                row["joint_threshold"], row["block_alone_threshold"] = (thresholds[k][b] for k in ("joint", "block_alone"))
+                row["end_of_model_abs_block_alone"] = alone["rate_abs"]
+                row["end_of_model_used_block_alone"] = alone["used"]
+                row["end_of_model_permutation_null_abs_block_alone"] = alone["permutation_null_abs"]["mean"]
             for variant in ("end_of_model", "same_stage"):
                 e = entry.get(variant)
                 if e is None or "rate_abs" not in e:
