@@ -318,6 +318,15 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
                    f"{num(used)} prompts at block {get(last, 'block')} with end-of-model subspaces ({num(left_out)} "
                    f"left out for a top token whose subspace did not converge), {relation} its permutation "
                    f"null ({num(null, 3)}% +- {num(sd, 2)}).")
+    own = sorted((r for r in rows if "end_of_model_abs_block_alone" in r), key=lambda r: get(r, "block"))
+    if own:  # criterion files of earlier runs have no block-alone rates
+        out.append(f"At each block's own best threshold (where the block alone approximates the model best on the "
+                   f"tuning prompts: {', '.join(num(get(r, 'block_alone_threshold')) for r in own)}) instead of the "
+                   f"jointly tuned one ({', '.join(num(get(r, 'joint_threshold')) for r in own)}), the criterion holds "
+                   f"for " + ", ".join(f"{num(get(r, 'end_of_model_abs_block_alone'), 3)}%" for r in own)
+                   + f" of the {mode} prompts at blocks {get(own[0], 'block') + 1} to {get(own[-1], 'block') + 1} "
+                   f"(at the joint thresholds: " + ", ".join(f"{num(get(r, 'end_of_model_abs'), 3)}%" for r in own)
+                   + ", end-of-model subspaces).")
     ratio = get(doc, "token_subspaces", "a_at_ln_f_input", "sigma_ratio")
     if ratio is not None:
         bound = published.SUBSPACE_SIGMA_RATIO["sigma_ratio_more_than"]
