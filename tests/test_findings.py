@@ -179,7 +179,7 @@ def test_the_criterion_sentence_states_its_prompts_and_its_null():
              "end_of_model_excluded_unconverged": 20}
     text = " ".join(supporting_findings({"supporting": _supporting([{"block": 5}, rated])}))
     assert ("The criterion (every top token within the first half by |cos|) holds for 70% of the 480 prompts at "
-            "block 4 with end-of-model subspaces (20 left out for a top token whose subspace did not converge), "
+            "block 5 with end-of-model subspaces (20 left out for a top token whose subspace did not converge), "
             "above its permutation null (40% +- 3).") in text
     within = " ".join(supporting_findings({"supporting": _supporting([{**rated, "end_of_model_abs": 44.0}])}))
     assert "within two standard deviations of its permutation null" in within

@@ -306,7 +306,7 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
     larger = sum(f > s for f, s in zip(ffwd, sa))
     out.append(f"Removing a block's feed-forward term moves the next-token distribution more than removing its "
                f"attention term in {larger} of {len(blocks)} blocks (mean Hellinger, the paper's one-token "
-               f"variant, {mode} prompts; block 0: {num(ffwd[0], 2)} against {num(sa[0], 2)}).")
+               f"variant, {mode} prompts; block 1: {num(ffwd[0], 2)} against {num(sa[0], 2)}).")
     rows = get(doc, "criterion", "comparison", mode)
     last = next((r for r in rows if "end_of_model_abs" in r), None)
     if last is not None:
@@ -315,7 +315,7 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
         relation = "above" if rate > null + 2 * sd else "below" if rate < null - 2 * sd else "within two standard deviations of"
         used, left_out = get(last, "end_of_model_used"), get(last, "end_of_model_excluded_unconverged")
         out.append(f"The criterion (every top token within the first half by |cos|) holds for {num(rate, 3)}% of the "
-                   f"{num(used)} prompts at block {get(last, 'block')} with end-of-model subspaces ({num(left_out)} "
+                   f"{num(used)} prompts at block {get(last, 'block') + 1} with end-of-model subspaces ({num(left_out)} "
                    f"left out for a top token whose subspace did not converge), {relation} its permutation "
                    f"null ({num(null, 3)}% +- {num(sd, 2)}).")
     own = sorted((r for r in rows if "end_of_model_abs_block_alone" in r), key=lambda r: get(r, "block"))
