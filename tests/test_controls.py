@@ -189,6 +189,14 @@ def test_vector_fit_is_the_core_search_and_tuning_of_each_kind_and_joins_twelve_
     assert out["ffwd_out"][0] == expected[0]
     np.testing.assert_allclose(out["ffwd_out"][1], expected[1])
     assert len(out["ffwd_and_sa_out"][0]["thresholds"]) == 2 * blocks  # each block's ffwd_out and sa_out, own values
+    # the block output reuses the block input's searches of blocks 2..n: the same as searching it afresh
+    both = vector_fit(strings, _Table(counts, members), np.arange(n_s), edges, init, 1,
+                      sources=("block_input", "block_output"))("heldout", {**prompts, "q": q}, splits)
+    alone = vector_fit(strings, _Table(counts, members), np.arange(n_s), edges, init, 1,
+                       sources=("block_output",))("heldout", {**prompts, "q": q}, splits)
+    assert both["block_output"][0] == alone["block_output"][0]
+    np.testing.assert_array_equal(both["block_output"][1], alone["block_output"][1])
+    assert both["block_input"][0] != both["block_output"][0]
     assert set(VECTORS) == {"ffwd_out", "sa_out", "block_input", "block_output", "ffwd_and_sa_out"}
 
 

@@ -145,19 +145,31 @@ def vector_fit(string_acts: Mapping[str, np.ndarray], table, rows: np.ndarray, e
         counts = CountsCSR.from_dense(table.counts(mode)[rows], members)
         above: dict[str, np.ndarray] = {}
 
-        def kind_above(kind: str) -> np.ndarray:  # [rows blocks edges vocab], cumulative counts above each edge
+        def searched(prompts: np.ndarray, strings: np.ndarray) -> np.ndarray:  # [rows blocks edges vocab], cumulative
+            _, summed = search_prompts(list(prompts.transpose(1, 0, 2)), lambda b: strings[:, b], counts, edges,
+                                       members, progress=False, **search)
+            return cumulative(summed, axis=2, out=summed)
+
+        def kind_above(kind: str) -> np.ndarray:
             if kind not in above:
                 prompts, strings = block_vectors(arrays, kind), block_vectors(string_acts, kind)
-                _, summed = search_prompts(list(prompts.transpose(1, 0, 2)), lambda b: strings[:, b], counts, edges,
-                                           members, progress=False, **search)
-                above[kind] = cumulative(summed, axis=2, out=summed)
+                if kind == "block_output" and "block_input" in above:  # x_{b+1}: block b+1's input, searched already
+                    last = searched(prompts[:, -1:], strings[:, -1:])
+                    above[kind] = np.concatenate([above["block_input"][:, 1:], last], axis=1)
+                else:
+                    above[kind] = searched(prompts, strings)
             return above[kind]
 
         out = {}
-        for source in sources:
+        for i, source in enumerate(sources):
             kinds = VECTORS[source]
             stacked = np.concatenate([kind_above(k) for k in kinds], axis=1) if len(kinds) > 1 else kind_above(kinds[0])
             out[source] = tune_and_evaluate(stacked, arrays["q"], splits, np.tile(init, len(kinds)), rounds)
+            del stacked
+            later = {k for s in sources[i + 1:] for k in VECTORS[s]}
+            later |= {"block_input"} if "block_output" in later else set()  # its blocks 2..n are block_input's
+            for kind in [k for k in above if k not in later]:  # searched counts no later source reads: freed
+                del above[kind]
             if log:
                 log(f"{source}: mean Hellinger {out[source][1].mean():.4f} on {len(out[source][1])} evaluation prompts")
         return out
