@@ -1,61 +1,37 @@
 # The controls of the core claim (method.md §6b): is it the feed-forward outputs? Other sources of next-token
 # counts, approximated, tuned and evaluated as the approximation is, each paired with it on the same prompts; part
 # of the target `core`. The permuted null's sums come from the search itself (rule search_shard).
-rule suffix_baseline:
-    """No network: the next-token counts of the text's strings that end in the prompt's last k characters."""
-    input:
-        **control_prompts(),
-        tokenizer=rules.tokenize.output.tokenizer,
-        train=rules.tokenize.output.train,
-        val=rules.tokenize.output.val,
-    output:
-        table=results("controls/suffix.parquet"),
-        tuned=results("controls/suffix.json"),
-    params:
-        modes=CONTROL_MODES,
-        tuned_with=CONTROL_TUNED_WITH,
-        suffix_lengths=CONTROLS["suffix_lengths"],
-        rounds=ANALYSIS["tune_rounds"],
-    resources:
-        mem_mb=1500,
-        runtime=10,
-    log:
-        results("logs/suffix_baseline.log"),
-    benchmark:
-        results("benchmarks/suffix_baseline.tsv")
-    conda:
-        "../envs/tinylens.yaml"
-    script:
-        "../scripts/core/suffix_baseline.py"
-
-
-rule null_approximation:
-    """The search's second count matrix (the strings' next-token counts permuted among them), tuned and evaluated."""
+rule full_set_controls:
+    """Over every string: the suffix counts (no network) and the permuted null (the search's second count matrix)."""
     input:
         **control_prompts(),
         **{f"null_{mode}": null_shards(mode) for mode in CONTROL_INPUT_MODES},
         **model_files(ORIGINAL, "config"),
+        tokenizer=rules.tokenize.output.tokenizer,
+        train=rules.tokenize.output.train,
+        val=rules.tokenize.output.val,
     output:
-        table=results("controls/null.parquet"),
-        tuned=results("controls/null.json"),
+        table=results("controls/full_set.parquet"),
+        tuned=results("controls/full_set.json"),
     params:
         modes=CONTROL_MODES,
         tuned_with=CONTROL_TUNED_WITH,
+        suffix_lengths=CONTROLS["suffix_lengths"],
+        null_seed=CONTROLS["null_seed"],
         grid=config["threshold_grid"],
         paper=config["paper_baseline"],
         rounds=ANALYSIS["tune_rounds"],
-        null_seed=CONTROLS["null_seed"],
     resources:
         mem_mb=1500,
         runtime=10,
     log:
-        results("logs/null_approximation.log"),
+        results("logs/full_set_controls.log"),
     benchmark:
-        results("benchmarks/null_approximation.tsv")
+        results("benchmarks/full_set_controls.tsv")
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/core/null_approximation.py"
+        "../scripts/core/full_set_controls.py"
 
 
 rule vector_controls:
@@ -77,7 +53,7 @@ rule vector_controls:
         paper=config["paper_baseline"],
         rounds=ANALYSIS["tune_rounds"],
         device=config["device"],
-    threads: ANALYSIS["search_threads"]
+    threads: 1  # the forward pass costs 1.8-2.5x the CPU on two threads (docs/benchmarks.md); the search scales
     resources:
         mem_mb=3000,
         runtime=20,
@@ -94,10 +70,8 @@ rule vector_controls:
 
 rule controls_summary:
     input:
-        suffix=rules.suffix_baseline.output.table,
-        suffix_tuned=rules.suffix_baseline.output.tuned,
-        null=rules.null_approximation.output.table,
-        null_tuned=rules.null_approximation.output.tuned,
+        full_set=rules.full_set_controls.output.table,
+        full_set_tuned=rules.full_set_controls.output.tuned,
         vectors=rules.vector_controls.output.table,
         vectors_tuned=rules.vector_controls.output.tuned,
         evaluations=[results(f"evaluation/{mode}/hellinger.parquet") for mode in CONTROL_MODES],
@@ -132,7 +106,6 @@ CONTROLS_FIGURES = figures(
 CONTROLS_TARGETS = [
     *CONTROLS_FIGURES,
     rules.controls_summary.output.metrics,
-    rules.suffix_baseline.output,
-    rules.null_approximation.output,
+    rules.full_set_controls.output,
     rules.vector_controls.output,
 ]

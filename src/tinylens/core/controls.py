@@ -273,7 +273,7 @@ def _mean_se(values: np.ndarray) -> dict:
 
 
 #: The per-prompt tables of the controls and the sources each holds (rules/controls.smk).
-TABLES = {"suffix": ("suffix",), "null": ("null",), "vectors": tuple(VECTORS)}
+TABLES = {"full_set": ("suffix", "null"), "vectors": tuple(VECTORS)}
 
 
 def read_controls(paths: Mapping[str, str]) -> dict[str, dict[str, np.ndarray]]:
@@ -344,7 +344,7 @@ def controls_metrics(per_mode: Mapping[str, dict], tuned: Mapping[str, Mapping],
     """``metrics/controls.json``: per mode the sources (:func:`mode_summary`), the values each was tuned to and the
     blocks (:func:`block_shares`, from the mode's evaluation summary); the settings; a flat headline. ``tuned``: the
     tuned JSON of each table of :data:`TABLES` by name (per mode, and the settings the job read)."""
-    settings = {"suffix_lengths": tuned["suffix"]["suffix_lengths"], "null_seed": tuned["null"]["null_seed"],
+    settings = {"suffix_lengths": tuned["full_set"]["suffix_lengths"], "null_seed": tuned["full_set"]["null_seed"],
                 "sample_strings": tuned["vectors"]["strings"], "of_strings": tuned["vectors"]["of_strings"],
                 "sample_seed": tuned["vectors"]["seed"]}
     headline, modes = {}, {}
