@@ -180,7 +180,7 @@ def test_vector_fit_is_the_core_search_and_tuning_of_each_kind_and_joins_twelve_
     splits = np.array(["tune"] * 6 + ["eval"] * 6)
     edges = threshold_edges(0.7, 0.05, 5)
     init = np.array([2, 2])
-    fit = vector_fit(strings, _Table(counts, members), np.arange(n_s), edges, init, rounds=1,
+    fit = vector_fit(strings, _Table(counts, members), edges, init, rounds=1,
                      sources=("ffwd_out", "ffwd_and_sa_out"))
     out = fit("heldout", {**prompts, "q": q}, splits)
     above = np.stack([cumulative(search_block_bruteforce(prompts["ffwd_out"][:, b], strings["ffwd_out"][:, b],
@@ -190,9 +190,9 @@ def test_vector_fit_is_the_core_search_and_tuning_of_each_kind_and_joins_twelve_
     np.testing.assert_allclose(out["ffwd_out"][1], expected[1])
     assert len(out["ffwd_and_sa_out"][0]["thresholds"]) == 2 * blocks  # each block's ffwd_out and sa_out, own values
     # the block output reuses the block input's searches of blocks 2..n: the same as searching it afresh
-    both = vector_fit(strings, _Table(counts, members), np.arange(n_s), edges, init, 1,
+    both = vector_fit(strings, _Table(counts, members), edges, init, 1,
                       sources=("block_input", "block_output"))("heldout", {**prompts, "q": q}, splits)
-    alone = vector_fit(strings, _Table(counts, members), np.arange(n_s), edges, init, 1,
+    alone = vector_fit(strings, _Table(counts, members), edges, init, 1,
                        sources=("block_output",))("heldout", {**prompts, "q": q}, splits)
     assert both["block_output"][0] == alone["block_output"][0]
     np.testing.assert_array_equal(both["block_output"][1], alone["block_output"][1])

@@ -17,7 +17,7 @@ from tinylens.core.controls import (
 from tinylens.core.corpus import CharTokenizer
 from tinylens.core.schemas import controls_schema
 from tinylens.core.search import threshold_edges
-from tinylens.core.strings import load_prompts, load_strings
+from tinylens.core.strings import count_strings, load_prompts, load_strings
 from tinylens.jobs import job
 from tinylens.tables import write_table
 from tinylens.weights import load_model
@@ -26,11 +26,10 @@ with job(snakemake) as j:
     p, inp = j.params, j.input
     model = load_model(Path(inp.config).parent, device=j.device)
     cfg, tokenizer = model.config, CharTokenizer.load(inp.tokenizer)
-    table = load_strings(inp.strings, cfg.vocab_size)
-    rows = sample_rows(len(table), p.strings, p.seed)
-    sample = "".join(table.strings[i] for i in rows)
-    string_acts = string_activations(model, tokenizer.encode(sample).reshape(len(rows), -1))
-    j.log.info("ran a sample of %d of %d strings through the model", len(rows), len(table))
+    n_strings = count_strings(inp.strings)
+    sample = load_strings(inp.strings, cfg.vocab_size, rows=sample_rows(n_strings, p.strings, p.seed))
+    string_acts = string_activations(model, tokenizer.encode("".join(sample.strings)).reshape(len(sample), -1))
+    j.log.info("ran a sample of %d of %d strings through the model", len(sample), n_strings)
     edges = threshold_edges(**p.grid)
 
     def load(mode):
@@ -39,8 +38,8 @@ with job(snakemake) as j:
         q = softmax(load_logits(directory, cfg.vocab_size, strings=prompts["string"]))
         return prompts, {**prompt_activations(directory, cfg.n_layer, cfg.d_model, prompts["string"]), "q": q}
 
-    fit = vector_fit(string_acts, table, rows, edges, initial_thresholds(p.paper, edges, cfg.n_layer), p.rounds,
+    fit = vector_fit(string_acts, sample, edges, initial_thresholds(p.paper, edges, cfg.n_layer), p.rounds,
                      log=j.log.info, threads=j.threads, device=j.device)
     tuned, columns = evaluate_sources(p.modes, p.tuned_with, load, fit)
     write_table(j.output.table, controls_schema(list(VECTORS)), columns)
-    j.write_json(j.output.tuned, {**tuned, "strings": len(rows), "of_strings": len(table), "seed": p.seed})
+    j.write_json(j.output.tuned, {**tuned, "strings": len(sample), "of_strings": n_strings, "seed": p.seed})

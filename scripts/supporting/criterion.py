@@ -38,7 +38,7 @@ with job(snakemake) as j:
     rows, blocks = crit.criterion_by_block(select_thresholds(above, joint), ffwd, directions, prompt_ids, vocab, k,
                                            settings, converged)
     _, own_blocks = crit.criterion_by_block(select_thresholds(above, own), ffwd, directions, prompt_ids, vocab, k,
-                                            settings, converged)
+                                            settings, converged, variants=["end_of_model"])
     j.log.info("per block (0-based), joint thresholds: %s; each block's own %s: %s", blocks, edges[own], own_blocks)
     aligned = crit.aligned_end_of_model(settings, prompt_ids, np.asarray(prompts["string"])[on_eval], ffwd, directions,
                                         vocab, converged)

@@ -129,11 +129,11 @@ def block_vectors(acts: Mapping[str, np.ndarray], kind: str) -> np.ndarray:
     return np.concatenate([x[:, 1:], last[:, None]], axis=1)
 
 
-def vector_fit(string_acts: Mapping[str, np.ndarray], table, rows: np.ndarray, edges: np.ndarray, init: np.ndarray,
+def vector_fit(string_acts: Mapping[str, np.ndarray], table, edges: np.ndarray, init: np.ndarray,
                rounds: int, sources: Sequence[str] = tuple(VECTORS), log=None, **search):
     """The ``fit`` of :func:`evaluate_sources` for the vector controls: ``arrays`` holds ``q`` ``[rows vocab]`` and
     one ``[rows blocks d_model]`` array per recorded kind. Each kind's blocks are searched once over the sampled
-    strings (``string_acts``: kind -> ``[strings blocks d_model]`` of the string table's ``rows``; ``table``: the
+    strings (``string_acts``: kind -> ``[strings blocks d_model]``; ``table``: their
     :class:`~tinylens.core.strings.StringTable`, whose counts and members of the mode go with them), with the
     exact search of method.md §5 (``search``: its options, e.g. ``threads``, ``device``); each source stacks the
     kinds' blocks it uses and is tuned from ``init`` (repeated per kind) by
@@ -141,8 +141,8 @@ def vector_fit(string_acts: Mapping[str, np.ndarray], table, rows: np.ndarray, e
     from tinylens.core.search import CountsCSR, cumulative, search_prompts
 
     def fit(mode: str, arrays: Mapping[str, np.ndarray], splits: np.ndarray) -> dict:
-        members = table.members(mode)[rows]
-        counts = CountsCSR.from_dense(table.counts(mode)[rows], members)
+        members = table.members(mode)
+        counts = CountsCSR.from_dense(table.counts(mode), members)
         above: dict[str, np.ndarray] = {}
 
         def searched(prompts: np.ndarray, strings: np.ndarray) -> np.ndarray:  # [rows blocks edges vocab], cumulative
