@@ -219,7 +219,7 @@ NEAR_EDGE_BATCH = 65536
 
 @numba.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
 def _settle_near_edge(near, n, rows, p0, s0, prompts, strings, p_norms, s_norms, edges, code, indptr, token, count,
-                      matches, flat, code2, perm, flat2):  # pragma: no cover - compiled
+                      matches, flat, code2, indptr2, token2, count2, flat2):  # pragma: no cover - compiled
     """Decide in float64 the ``n`` pairs of a tile that lie near an edge (``near``: keys
     ``column * rows + row``), in string order (the string rows are read in ascending addresses).
 
@@ -229,8 +229,9 @@ def _settle_near_edge(near, n, rows, p0, s0, prompts, strings, p_norms, s_norms,
     rounding, about d_model 2**-53, is far inside the float32 margin that sends a pair here, and the
     brute force's BLAS sums in an order of its own.
 
-    ``code2``, ``perm``, ``flat2``: the second count set (the permuted null of method.md §6b), summed for the same
-    matches: string q's second counts are ``code2[q]`` (packed), or the CSR row ``perm[q]``; empty ``code2``: none."""
+    ``code2``, ``indptr2``, ``token2``, ``count2``, ``flat2``: the second count set (the permuted null of method.md
+    §6b, as :meth:`CountsCSR.packed` and its CSR, rows in the strings' order), summed for the same matches; empty
+    ``code2``: none."""
     vocab, d_model = flat.shape[1] // matches.shape[1], prompts.shape[1]
     second = len(code2) > 0
     keys = near[:n]
@@ -260,15 +261,15 @@ def _settle_near_edge(near, n, rows, p0, s0, prompts, strings, p_norms, s_norms,
             if x >= 0:
                 flat2[r, k * vocab + (x & 0xFFFFFFFF)] += x >> 32
             elif x == -1:
-                for e in range(indptr[perm[q]], indptr[perm[q] + 1]):
-                    flat2[r, k * vocab + token[e]] += count[e]
+                for e in range(indptr2[q], indptr2[q + 1]):
+                    flat2[r, k * vocab + token2[e]] += count2[e]
 
 
 @numba.njit(nogil=True, cache=True)
 def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_inverse, start, inv_step,
               margin_bins, edges, dense_limit, single_token, single_count, several, code, indptr, token, count,
-              matches, summed, cand, kbuf, near, code2, perm, single_token2, single_count2, several2,
-              summed2):  # pragma: no cover - compiled
+              matches, summed, cand, kbuf, near, code2, indptr2, token2, count2, single_token2, single_count2,
+              several2, summed2):  # pragma: no cover - compiled
     """Bin one tile [rows width] (rows = prompts p0.., columns = strings s0..): ``tile`` is the float32
     product of the float32 unit prompts and the raw string vectors, so an entry's cosine is its value
     times the string's float64 inverse norm (``s_inverse``), within :func:`rounding_margin`.
@@ -292,7 +293,8 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
     A second count set (``code2`` not empty: the permuted null of method.md §6b) is summed into ``summed2`` for the
     same matches and bins, each way the first is: its packed codes ``code2``, its one-token arrays
     ``single_token2``/``single_count2``, the strings whose second counts have several tokens ``several2`` (read from
-    the CSR at row ``perm[q]``). The matches, bins and float64 re-checks are shared: no second similarity pass.
+    its own CSR ``indptr2``/``token2``/``count2``, rows in the strings' order, so it is read as the first set's is).
+    The matches, bins and float64 re-checks are shared: no second similarity pass.
     """
     rows, width = tile.shape
     n_bins, vocab = summed.shape[1], summed.shape[2]
@@ -327,7 +329,8 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
                     n_near += 1
                     if n_near == len(near):
                         _settle_near_edge(near, n_near, rows, p0, s0, prompts, strings, p_norms, s_norms, edges,
-                                          code, indptr, token, count, matches, flat, code2, perm, flat2)
+                                          code, indptr, token, count, matches, flat, code2, indptr2, token2, count2,
+                                          flat2)
                         n_near = 0
                     continue
                 k = min(int(np.ceil(u)) - 1, n_bins - 1)  # bin (edge_k, edge_k+1]; the last is open
@@ -346,8 +349,8 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
                     if x >= 0:
                         flat2[r, k * vocab + (x & 0xFFFFFFFF)] += x >> 32
                     elif x == -1:
-                        for e in range(indptr[perm[q]], indptr[perm[q] + 1]):
-                            flat2[r, k * vocab + token[e]] += count[e]
+                        for e in range(indptr2[q], indptr2[q + 1]):
+                            flat2[r, k * vocab + token2[e]] += count2[e]
             continue
         for j in range(width):  # (1)
             u = (np.float64(row[j]) * s_inv[j] - start) * inv_step
@@ -363,7 +366,7 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
             n_near += 1
             if n_near == len(near):
                 _settle_near_edge(near, n_near, rows, p0, s0, prompts, strings, p_norms, s_norms, edges, code,
-                                  indptr, token, count, matches, flat, code2, perm, flat2)
+                                  indptr, token, count, matches, flat, code2, indptr2, token2, count2, flat2)
                 n_near = 0
         for i in range(several_lo, several_hi):  # (2) strings with several next tokens: counts from the CSR
             q = several[i]
@@ -371,10 +374,17 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
             if k < n_bins:
                 for e in range(indptr[q], indptr[q + 1]):
                     local_c[k * vocab + token[e]] += count[e]
-        for j in range(width):  # (3)
-            k = kbuf[j]
-            local_m[k] += 1
-            local_c[k * vocab + single_token[s0 + j]] += single_count[s0 + j]
+        if second:  # (3), with the second count set's one next token in the same pass
+            for j in range(width):
+                k = kbuf[j]
+                local_m[k] += 1
+                local_c[k * vocab + single_token[s0 + j]] += single_count[s0 + j]
+                local_c2[k * vocab + single_token2[s0 + j]] += single_count2[s0 + j]
+        else:
+            for j in range(width):  # (3)
+                k = kbuf[j]
+                local_m[k] += 1
+                local_c[k * vocab + single_token[s0 + j]] += single_count[s0 + j]
         for k in range(n_bins):
             matches[r, k] += local_m[k]
         local_m[:] = 0
@@ -386,15 +396,13 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
                 q = several2[i]
                 k = kbuf[q - s0]
                 if k < n_bins:
-                    for e in range(indptr[perm[q]], indptr[perm[q] + 1]):
-                        local_c2[k * vocab + token[e]] += count[e]
-            for j in range(width):
-                local_c2[kbuf[j] * vocab + single_token2[s0 + j]] += single_count2[s0 + j]
+                    for e in range(indptr2[q], indptr2[q + 1]):
+                        local_c2[k * vocab + token2[e]] += count2[e]
             for cell in range(n_bins * vocab):
                 flat2[r, cell] += local_c2[cell]
             local_c2[:] = 0
     _settle_near_edge(near, n_near, rows, p0, s0, prompts, strings, p_norms, s_norms, edges, code, indptr, token,
-                      count, matches, flat, code2, perm, flat2)
+                      count, matches, flat, code2, indptr2, token2, count2, flat2)
 
 
 # ---------------------------------------------------------------- the torch pass (any device)
@@ -520,8 +528,11 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
             single_token = np.where(code >= 0, code & 0xFFFFFFFF, 0).astype(np.int32)
             single_count = np.where(code >= 0, code >> 32, 0).astype(np.int32)
             several = np.flatnonzero(code == -1)
-            # the second count set: string q's are string perm[q]'s (empty arrays: none)
+            # the second count set: string q's are string perm[q]'s, its CSR rows in the strings' order (read
+            # sequentially, as the first set's is; empty arrays: none)
             take = perm if perm is not None else np.zeros(0, dtype=np.int64)
+            second = counts.take(take) if perm is not None else CountsCSR(np.zeros(1, dtype=np.int64), counts.token[:0],
+                                                                          counts.count[:0], vocab)
             code2, single_token2, single_count2 = code[take], single_token[take], single_count[take]
             several2 = np.flatnonzero(code2 == -1)
             torch_threads = torch.get_num_threads()
@@ -543,8 +554,8 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
                     _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_inverse, start,
                               1.0 / step, margin_bins, edges64, dense_fraction * tile.shape[1], single_token,
                               single_count, several, code, counts.indptr, counts.token, counts.count, m_chunk,
-                              c_chunk, cand, kbuf, near, code2, take, single_token2, single_count2, several2,
-                              c_chunk2)
+                              c_chunk, cand, kbuf, near, code2, second.indptr, second.token, second.count,
+                              single_token2, single_count2, several2, c_chunk2)
                 matches[p0 : p0 + rows] = m_chunk
                 summed[p0 : p0 + rows] = c_chunk
                 if perm is not None:
