@@ -336,3 +336,14 @@ def test_the_string_table_can_be_read_for_a_sample_of_its_rows(tmp_path):
     np.testing.assert_array_equal(sample.next_counts, table.next_counts[rows])
     np.testing.assert_array_equal(sample.next_counts_train, table.next_counts_train[rows])
     np.testing.assert_array_equal(sample.in_train, table.in_train[rows])
+
+
+def test_the_strings_and_their_train_flags_read_without_the_counts(tmp_path):
+    from tinylens.core.strings import load_string_names
+
+    ids = np.random.default_rng(1).integers(0, 4, 300)
+    table = build_strings("".join("abcd"[i] for i in ids), ids, 4, 4, n_train=250)
+    save_strings(tmp_path / "s.parquet", table)
+    strings, in_train = load_string_names(tmp_path / "s.parquet", 4)
+    assert strings == table.strings and in_train.dtype == bool
+    np.testing.assert_array_equal(in_train, table.in_train)

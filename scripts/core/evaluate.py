@@ -15,7 +15,7 @@ from tinylens.core.approx import (
 )
 from tinylens.core.controls import evaluation_blocks
 from tinylens.core.search import cumulative, threshold_edges
-from tinylens.core.strings import load_prompts, load_strings
+from tinylens.core.strings import load_prompts, load_string_names
 from tinylens.core.summary import evaluation_summary
 from tinylens.jobs import job
 from tinylens.model_config import load_config
@@ -33,8 +33,7 @@ with job(snakemake) as j:
     columns = evaluate(cumulative(counts, axis=2, out=counts), cumulative(matches, axis=2, out=matches),
                        q[p.original], {s: q[s] for s in alternates}, tuned_setting(tuned, edges),
                        paper_setting(tuned["paper_values"], edges, cfg.n_layer) if "paper_values" in tuned else None)
-    table = load_strings(inp.strings, cfg.vocab_size)
-    in_train = in_train_text(prompts["string"], table.strings, table.in_train)
+    in_train = in_train_text(prompts["string"], *load_string_names(inp.strings, cfg.vocab_size))
     write_table(out.table, hellinger_schema(alternates, cfg.n_layer), {**prompts, "in_train": in_train, **columns})
     j.log.info("wrote per-prompt distances of %d prompts to %s", len(prompts["prompt_id"]), out.table)
     # each block's share of the approximation, and each block alone (method.md §6b)
