@@ -263,13 +263,16 @@ def test_the_controls_sentences_take_every_verdict_word_from_the_paired_test():
             "0.03 to 0.05, p = 0.003)") in text
     assert "(the null) is 0.55, further from the model than the approximation" in text
     assert "another seed of the model is 0.15." in text
-    assert "sa_out is 0.23, not distinguishable from the approximation (difference 0.01, 95% interval -0.002 to 0.022" in text
-    assert "ffwd_out and sa_out together (twelve terms, each with its own threshold and weight) is 0.21, closer to the model" in text
-    assert "sample of 50,000 of the 858,923 strings (the approximation on the same sample: 0.22)" in text
-    assert ("the data favour ffwd_out over the suffix counts, the null, the block input and the block output (by 0.02 "
-            "to 0.38 in mean Hellinger distance); they favour ffwd_out and sa_out together over ffwd_out (by 0.012); "
+    assert ("sample of 50,000 of the 858,923 strings with another vector of each block in place of its ffwd_out "
+            "(ffwd_out on the same sample: 0.22, further from the model than the approximation (difference 0.05") in text
+    assert ("sa_out is 0.23, not distinguishable from ffwd_out on the same sample (difference 0.01, 95% interval "
+            "-0.002 to 0.022") in text
+    assert ("ffwd_out + sa_out (twelve terms: each block's two, each with its own threshold and weight) is 0.21, "
+            "closer to the model than ffwd_out on the same sample") in text
+    assert ("the data favour ffwd_out over the suffix counts, the null, the block input, and the block output (by 0.02 "
+            "to 0.38 in mean Hellinger distance); they favour ffwd_out + sa_out over ffwd_out (by 0.012); "
             "they cannot tell ffwd_out from sa_out") in text
-    assert "On the paper's 80 prompts" in text and "sa_out ffwd_out worse (-0.02)" in text
+    assert "On the paper's 80 prompts" in text and "sa_out: ffwd_out worse (difference -0.02)" in text
     assert ("put 0.9 of the weight on block 2, whose matched counts make 0.3 of the weighted total on the average "
             "held-out prompt; each block alone at its own best threshold is 0.3, 0.2, 0.25 from the model (blocks 1 to "
             "3; block 2 closest), and alone at the jointly tuned thresholds 0.4, 0.22, 0.6.") in text

@@ -105,20 +105,27 @@ def findings(documents: Mapping[str, object]) -> list[str]:
     return out + controls_findings(get(documents, "controls"))
 
 
-#: A verdict of method.md §6b in words: where the source stands against the approximation (the ffwd_out search).
-RELATION = {"ffwd_out better": "further from the model than the approximation",
-            "ffwd_out worse": "closer to the model than the approximation",
-            "no different": "not distinguishable from the approximation"}
+#: A verdict of method.md §6b in words: where the source stands against its reference (the ffwd_out search).
+RELATION = {"ffwd_out better": "further from the model than", "ffwd_out worse": "closer to the model than",
+            "no different": "not distinguishable from"}
+#: The references of method.md §6b in words: ffwd_out over every string, or over the sample the vectors search.
+REFERENCE_WORDS = {"ffwd_out": "the approximation", "ffwd_out_sample": "ffwd_out on the same sample"}
 #: The sources of method.md §6b in the findings' words.
 SOURCE_WORDS = {"suffix": "the suffix counts", "null": "the null", "sa_out": "sa_out", "block_input": "the block input",
-                "block_output": "the block output", "ffwd_and_sa_out": "ffwd_out and sa_out together"}
+                "block_output": "the block output", "ffwd_and_sa_out": "ffwd_out + sa_out"}
 
 
 def _versus(source: Mapping) -> str:
-    """A source's verdict with the paired test that gave it: relation, difference, 95% interval, p."""
+    """A source's verdict with the paired test that gave it: relation to its reference, difference, 95% interval,
+    p."""
     c = get(source, "versus_ffwd_out")
-    return (f"{RELATION[get(source, 'verdict')]} (difference {num(get(c, 'mean_difference'), 2)}, 95% interval "
-            f"{num(get(c, 'ci_low'), 2)} to {num(get(c, 'ci_high'), 2)}, p = {num(get(c, 'p'), 2)})")
+    return (f"{RELATION[get(source, 'verdict')]} {REFERENCE_WORDS[get(source, 'reference')]} (difference "
+            f"{num(get(c, 'mean_difference'), 2)}, 95% interval {num(get(c, 'ci_low'), 2)} to "
+            f"{num(get(c, 'ci_high'), 2)}, p = {num(get(c, 'p'), 2)})")
+
+
+#: How ffwd_out and sa_out are joined, in the findings' words.
+JOINED = " (twelve terms: each block's two, each with its own threshold and weight)"
 
 
 def controls_findings(controls: Mapping) -> list[str]:
@@ -143,14 +150,15 @@ def controls_findings(controls: Mapping) -> list[str]:
     vectors = [k for k in SOURCE_WORDS if k not in ("suffix", "null") and k in src]
     out.append(
         f"Searching a sample of {num(get(settings, 'sample_strings'))} of the {num(get(settings, 'of_strings'))} "
-        f"strings (the approximation on the same sample: {num(get(sample, 'mean'))}), each block's "
-        + "; ".join(f"{SOURCE_WORDS[k]}{' (twelve terms, each with its own threshold and weight)' if k == 'ffwd_and_sa_out' else ''} "
-                    f"is {num(get(src, k, 'mean'))}, {_versus(get(src, k))}" for k in vectors) + ".")
+        f"strings with another vector of each block in place of its ffwd_out (ffwd_out on the same sample: "
+        f"{num(get(sample, 'mean'))}, {_versus(sample)}): "
+        + "; ".join(f"{SOURCE_WORDS[k]}{JOINED if k == 'ffwd_and_sa_out' else ''} is {num(get(src, k, 'mean'))}, "
+                    f"{_versus(get(src, k))}" for k in vectors) + ".")
     out.append(_favoured(src, [k for k in SOURCE_WORDS if k in src]))
     if "paper" in modes:
         paper = get(modes, "paper")
-        verdicts = [f"{SOURCE_WORDS[k]} {get(paper, 'sources', k, 'verdict')} "
-                    f"({num(get(paper, 'sources', k, 'versus_ffwd_out', 'mean_difference'), 2)})"
+        verdicts = [f"{SOURCE_WORDS[k]}: {get(paper, 'sources', k, 'verdict')} "
+                    f"(difference {num(get(paper, 'sources', k, 'versus_ffwd_out', 'mean_difference'), 2)})"
                     for k in SOURCE_WORDS if k in get(paper, "sources")]
         out.append(f"On the paper's {get(paper, 'n')} prompts (tuned on the corpus mode's tuning prompts; the "
                    f"approximation {num(get(paper, 'sources', 'ffwd_out', 'mean'))}) the verdicts are: "
@@ -177,7 +185,7 @@ def _favoured(sources: Mapping, keys: Sequence[str]) -> str:
 
     def listed(ks: Sequence[str]) -> str:
         names = [SOURCE_WORDS[k] for k in ks]
-        return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        return names[0] if len(names) == 1 else ", ".join(names[:-1]) + ("," if len(names) > 2 else "") + " and " + names[-1]
 
     def amount(ks: Sequence[str]) -> str:
         return span([abs(get(sources, k, "versus_ffwd_out", "mean_difference")) for k in ks], 2)
