@@ -263,8 +263,9 @@ def test_the_controls_sentences_take_every_verdict_word_from_the_paired_test():
             "0.03 to 0.05, p = 0.003)") in text
     assert "(the null) is 0.55, further from the model than the approximation" in text
     assert "another seed of the model is 0.15." in text
-    assert ("sample of 50,000 of the 858,923 strings with another vector of each block in place of its ffwd_out "
-            "(ffwd_out on the same sample: 0.22, further from the model than the approximation (difference 0.05") in text
+    assert ("sample of 50,000 of the 858,923 strings, ffwd_out is 0.22, further from the model than the approximation "
+            "(difference 0.05, 95% interval 0.04 to 0.06, p = 0.003); with another vector of each block in its place, "
+            "on the same sample: sa_out is 0.23") in text
     assert ("sa_out is 0.23, not distinguishable from ffwd_out on the same sample (difference 0.01, 95% interval "
             "-0.002 to 0.022") in text
     assert ("ffwd_out + sa_out (twelve terms: each block's two, each with its own threshold and weight) is 0.21, "

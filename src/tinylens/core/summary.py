@@ -150,8 +150,8 @@ def controls_findings(controls: Mapping) -> list[str]:
     vectors = [k for k in SOURCE_WORDS if k not in ("suffix", "null") and k in src]
     out.append(
         f"Searching a sample of {num(get(settings, 'sample_strings'))} of the {num(get(settings, 'of_strings'))} "
-        f"strings with another vector of each block in place of its ffwd_out (ffwd_out on the same sample: "
-        f"{num(get(sample, 'mean'))}, {_versus(sample)}): "
+        f"strings, ffwd_out is {num(get(sample, 'mean'))}, {_versus(sample)}; with another vector of each block in "
+        f"its place, on the same sample: "
         + "; ".join(f"{SOURCE_WORDS[k]}{JOINED if k == 'ffwd_and_sa_out' else ''} is {num(get(src, k, 'mean'))}, "
                     f"{_versus(get(src, k))}" for k in vectors) + ".")
     out.append(_favoured(src, [k for k in SOURCE_WORDS if k in src]))
