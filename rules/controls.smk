@@ -1,6 +1,9 @@
 # The controls of the core claim (method.md §6b): is it the feed-forward outputs? Other sources of next-token
 # counts, approximated, tuned and evaluated as the approximation is, each paired with it on the same prompts; part
 # of the target `core`. The permuted null's sums come from the search itself (rule search_shard).
+from tinylens.resources import total
+
+
 rule full_set_controls:
     """Over every string: the suffix counts (no network) and the permuted null (the search's second count matrix)."""
     input:
@@ -22,8 +25,13 @@ rule full_set_controls:
         paper=config["paper_baseline"],
         rounds=ANALYSIS["tune_rounds"],
     resources:
-        mem_mb=1500,
-        runtime=10,
+        # Python, torch and the text (about 700 MB), and per prompt row of the three modes the null's counts twice
+        # (uint32, the stacked tuning rows) and the suffix counts (int64, twice): 891 MB measured at small
+        mem_mb=per_row([f"prompts_{mode}" for mode in CONTROL_INPUT_MODES], 700, vocab_bytes=8 * N_LAYER * N_BINS + 160),
+        # four tunings (two sources, two modes) and the suffix counts: 5-8 CPU-s measured at small
+        runtime=per_row(
+            [f"prompts_{mode}" for mode in CONTROL_INPUT_MODES], 5, row_seconds=0.01 * ANALYSIS["tune_rounds"]
+        ),
     log:
         results("logs/full_set_controls.log"),
     benchmark:
@@ -55,8 +63,18 @@ rule vector_controls:
         device=config["device"],
     threads: 1  # the forward pass costs 1.8-2.5x the CPU on two threads (docs/benchmarks.md); the search scales
     resources:
-        mem_mb=3000,
-        runtime=20,
+        # Python, torch and the model (about 750 MB), the sample's three kinds of every block (float32, and the
+        # block output's copy), and per prompt row of the modes the counts above every edge of up to six kinds'
+        # blocks at once (uint32: a kind searched, the twelve terms, the tuning rows' copies): 1,290 MB measured
+        # at small (25,000 strings, 2,500 prompt rows)
+        mem_mb=total(
+            lambda wildcards, input: 750 + ANALYSIS["control_strings"] * 14 * N_LAYER * D_MODEL // 2**20,
+            per_row([f"prompts_{mode}" for mode in CONTROL_INPUT_MODES], 0, vocab_bytes=16 * N_LAYER * N_BINS),
+        ),
+        # the forward pass of the sample and ten tunings (22-24 CPU-s measured at small on one thread)
+        runtime=per_row(
+            [f"prompts_{mode}" for mode in CONTROL_INPUT_MODES], 10, row_seconds=0.05 * ANALYSIS["tune_rounds"]
+        ),
         gpu=TRAIN["resources"]["gpu"],
     log:
         results("logs/vector_controls.log"),
