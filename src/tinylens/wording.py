@@ -1,12 +1,14 @@
 """The words every family's findings are written with: :func:`get` reads a key path of a metrics document and
 names the key when it is missing (:class:`MissingMetric`); :func:`num`, :func:`span` and :func:`percent` format
-numbers the same way in every sentence. The ground floor of the findings: the families' summary modules and
-:mod:`tinylens.findings` import it, and it imports nothing of the project.
+numbers the same way in every sentence; :func:`moved` is what a removed entry point says. The ground floor of
+the findings and the entry points: the families' summary modules, :mod:`tinylens.findings` and the entry points
+import it, and it imports nothing of the project.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 
 
@@ -42,3 +44,11 @@ def span(values: Sequence[float], digits: int = 3) -> str:
 
 def percent(share: float, digits: int = 2) -> str:
     return f"{num(100 * share, digits)}%"
+
+
+def moved(old: str, verb: str) -> int:
+    """What a removed entry point (``python -m tinylens.<verb>``, which once did the work) says, rather than
+    doing nothing: the verb that replaced it; exit status 2."""
+    print(f"{old} is now `tinylens {verb}` (or `python -m tinylens {verb}`); `tinylens --help` lists the verbs",
+          file=sys.stderr)
+    return 2

@@ -185,13 +185,21 @@ def summarize(per_seed: dict[int, dict], original_seed: int, settings: PhaseSett
     }
 
 
+def drawn_window(seed: dict) -> dict | None:
+    """The phase-change window the figures draw for one seed of ``metrics/dynamics.json``: an external model's
+    induction-head onset (§8b, ``seeds.<N>.onset``: tinylens.phase_change.onset) where the summary has one, our
+    seeds' §8 window otherwise; None where that verdict detected no phase change (nothing to draw)."""
+    verdict = seed.get("onset", seed)
+    return verdict["window"] if verdict["phase_change_detected"] else None
+
+
 def phase_change_windows(summary: dict) -> dict[int, tuple[float, float]]:
     """Per seed in which a phase change was detected, the (start, end) steps of its window in a
-    ``metrics/dynamics.json`` summary (:func:`summarize`): what other families mark on their over-training
-    figures. Seeds without a detected phase change are absent (no window to draw)."""
+    ``metrics/dynamics.json`` summary (:func:`summarize`; :func:`drawn_window`): what other families mark on
+    their over-training figures. Seeds without a detected phase change are absent (no window to draw)."""
     try:
-        return {int(seed): (float(s["window"]["start"]), float(s["window"]["end"]))
-                for seed, s in summary["seeds"].items() if s["phase_change_detected"]}
+        windows = {int(seed): drawn_window(s) for seed, s in summary["seeds"].items()}
+        return {seed: (float(w["start"]), float(w["end"])) for seed, w in windows.items() if w is not None}
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"not a training-dynamics summary (metrics/dynamics.json): no seeds.<N>.window.start/end "
                          f"({error!r}); rerun the rule that writes it (snakemake --forcerun dynamics_summary)") from error
@@ -200,22 +208,27 @@ def phase_change_windows(summary: dict) -> dict[int, tuple[float, float]]:
 def findings(documents: dict) -> list[str]:
     """The family's sentences of the run's findings (tinylens.findings): whether an induction head and a phase
     change formed, the ICL score, seed 000's phases. Heads 0-based (block and head), as in the tables.
-    ``documents``: ``dynamics`` (metrics/dynamics.json)."""
+    ``documents``: ``dynamics`` (metrics/dynamics.json). An external model's (its one seed, key ``external``): the
+    same sentences speak of the one model instead of counting seeds."""
     doc = documents["dynamics"]
     seeds = get(doc, "seeds")
     n = len(seeds)
+    one = n == 1 and "external" in doc
     uniform = get(doc, "headline", "prefix_matching_uniform_baseline")
     best = {k: get(s, "best_head") for k, s in seeds.items()}
     scores = [get(b, "prefix_matching") for b in best.values()]
     formed = sum(bool(get(s, "induction_head_formed")) for s in seeds.values())
     top_seed = max(best, key=lambda k: best[k]["prefix_matching"])
     top = best[top_seed]
-    head = f"block {get(top, 'block')}, head {get(top, 'head')} of seed {top_seed}"
+    head = f"block {get(top, 'block')}, head {get(top, 'head')}" + ("" if one else f" of seed {top_seed}")
     threshold = get(doc, "settings", "induction_threshold")
     if formed:
-        out = [f"An induction head forms in {formed} of {n} seeds (final prefix-matching score above "
-               f"{num(threshold)}; the best, {head}, reaches {num(top['prefix_matching'])} against a uniform "
+        out = [f"An induction head forms{'' if one else f' in {formed} of {n} seeds'} (final prefix-matching score "
+               f"above {num(threshold)}; the best, {head}, reaches {num(top['prefix_matching'])} against a uniform "
                f"head's {num(uniform)})."]
+    elif one:
+        out = [f"No induction head forms: the best final prefix-matching score is {num(max(scores))} ({head}) "
+               f"against a uniform head's {num(uniform)}."]
     else:
         out = [f"No induction head forms in any of the {n} seeds: the best final prefix-matching score is "
                f"{num(max(scores))} ({head}; over the seeds {span(scores)}) against a uniform head's {num(uniform)}."]
@@ -224,14 +237,19 @@ def findings(documents: dict) -> list[str]:
     significant = sum(bool(get(s, "icl_significant")) for s in seeds.values())
     out.append(f"The final in-context-learning score (mean loss over a band of late positions minus over a band "
                f"of early ones) is {span(icl)} nats "
-               f"(standard error up to {num(max(se), 2)}): "
-               + (f"significantly below 0 in {significant} of {n} seeds." if significant else
+               f"(standard error {'' if one else 'up to '}{num(max(se), 2)}): "
+               + (("significantly below 0." if significant else "not two standard errors below 0.") if one else
+                  f"significantly below 0 in {significant} of {n} seeds." if significant else
                   "in no seed two standard errors below 0."))
     changes = get(doc, "headline", "seeds_with_phase_change")
-    out.append(f"A phase change (both together) is detected in {changes} of {n} seeds." if changes else
-               "No phase change is detected in any seed.")
+    if one:
+        out.append("A phase change (both together) is " + ("detected." if changes else "not detected."))
+    else:
+        out.append(f"A phase change (both together) is detected in {changes} of {n} seeds." if changes else
+                   "No phase change is detected in any seed.")
     phases = get(doc, "headline", "phases_present")
     counts = {i: sum(i in p for p in phases.values()) for i in (1, 2, 3)}
     out.append("Seed 000's interaction-energy / KL phases: " + ", ".join(
-        f"phase {i} in {c} of {len(phases)} seeds" for i, c in counts.items()) + ".")
+        (f"phase {i} {'present' if c else 'absent'}" if one else f"phase {i} in {c} of {len(phases)} seeds")
+        for i, c in counts.items()) + ".")
     return out
