@@ -39,6 +39,7 @@ include: "rules/strings.smk"
 include: "rules/activations.smk"
 include: "rules/search.smk"
 include: "rules/approx.smk"
+include: "rules/controls.smk"  # the controls of the core claim (method.md §6b)
 include: "rules/supporting.smk"  # supporting analyses (method.md §7)
 include: "rules/circuits.smk"  # weight-only circuits (method.md §9)
 include: "rules/superposition.smk"  # superposition in toy models (method.md §11)
@@ -75,6 +76,7 @@ CORE_TARGETS = [
     results("metrics/search_verification.json"),
     metrics_file("core", "hellinger"),
     results("metrics/headline.json"),
+    CONTROLS_TARGETS,  # rules/controls.smk
 ]
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 #: The rules files of the core reproduction (`rule core`); every other rules file is one family target.
-CORE_FILES = {"common", "corpus", "train", "sample", "strings", "activations", "search", "approx", "figures"}
+CORE_FILES = {"common", "corpus", "train", "sample", "strings", "activations", "search", "approx", "controls", "figures"}
 #: A rule's benchmark directive: ``results("benchmarks/NAME.tsv")``, or through the figure table's own
 #: folder function (``row["under"]("benchmarks/plot_{figure}.tsv")``, rules/figures.smk).
 BENCHMARK = re.compile(r'benchmark:\s*\n\s*(?:results|row\["under"\])\(f?"benchmarks/([^"]+)\.tsv"\)')

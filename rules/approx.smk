@@ -40,6 +40,8 @@ rule evaluate:
         strings=rules.build_strings.output.strings,
         # the paper mode has no tuning prompts: it is evaluated with the corpus mode's tuned values
         tuned=lambda wc: results(f"approx/{TUNED_WITH[wc.mode]}/tuned.json"),
+        # the single-block sweep of the same tuning prompts: each block's own best threshold (method.md §6b)
+        sweep=lambda wc: results(f"approx/{TUNED_WITH[wc.mode]}/threshold_sweep.csv"),
         logits=expand(results("activations/seed{seed}/prompts_{{mode}}/logits.parquet"), seed=SEEDS),
     output:
         table=results("evaluation/{mode}/hellinger.parquet"),

@@ -21,6 +21,7 @@ wildcard_constraints:
 
 TRAIN = SETTINGS["train"]
 ANALYSIS = SETTINGS["analysis"]
+CONTROLS = config["controls"]  # the controls of the core claim (method.md §6b, rules/controls.smk)
 ORIGINAL, *ALTERNATES = SEEDS  # the alternates this preset trains (presets.<name>.alternate_seeds)
 MODES = list(PROMPT_MODES)  # defined once, in tinylens.core.strings
 TUNED_MODES = list(TUNING_MODES)  # the modes with tuning prompts; the paper mode uses the corpus mode's values
@@ -65,6 +66,12 @@ def search_shards(mode=None):
     """Every search shard of ``mode`` (None: of the rule's {mode} wildcard)."""
     mode = "{{mode}}" if mode is None else mode
     return gather.search(results(f"search/{mode}/shard_{{scatteritem}}.parquet"))
+
+
+def null_shards(mode=None):
+    """The permuted null's sums of every search shard of ``mode`` (method.md §6b), as :func:`search_shards`."""
+    mode = "{{mode}}" if mode is None else mode
+    return gather.search(results(f"search/{mode}/null/shard_{{scatteritem}}.parquet"))
 
 
 # --- figures: each family's table of figures; rules/figures.smk makes one rule per row ---
@@ -120,12 +127,29 @@ def core_artifacts():
         files += [
             results(f"strings/prompts_{mode}.parquet"),
             *search_shards(mode),
+            *null_shards(mode),
             results(f"evaluation/{mode}/hellinger.parquet"),
             results(f"metrics/hellinger_{mode}.json"),
         ]
     for mode in TUNED_MODES:
         files += [results(f"approx/{mode}/tuned.json"), results(f"approx/{mode}/threshold_sweep.csv")]
     files += [results("case_studies/summary.json"), results("case_studies/matches.parquet")]
+    return files
+
+
+# --- the controls of the core claim (rules/controls.smk, method.md §6b) ---
+from tinylens.core.controls import EVALUATED
+
+# the prompt modes the controls are evaluated on, and the modes whose tuning prompts tune them
+CONTROL_MODES = list(EVALUATED)
+CONTROL_TUNED_WITH = {mode: TUNED_WITH[mode] for mode in CONTROL_MODES}
+CONTROL_INPUT_MODES = sorted(set(CONTROL_MODES) | set(CONTROL_TUNED_WITH.values()))
+
+
+def control_prompts(modes=CONTROL_INPUT_MODES):
+    """Each mode's prompt table and the original model's logits of its prompts (their dump's folder: the blocks)."""
+    files = {f"prompts_{mode}": results(f"strings/prompts_{mode}.parquet") for mode in modes}
+    files.update({f"logits_{mode}": activations(ORIGINAL, f"prompts_{mode}")["logits"] for mode in modes})
     return files
 
 

@@ -10,12 +10,15 @@ rule search_shard:
     output:
         # Each shard is its own job and file: a killed run redoes only the unfinished shards.
         shard=results("search/{mode}/shard_{scatteritem}.parquet"),
+        # the permuted null's sums from the same pass (method.md §6b): the same matches, the counts permuted
+        null=results("search/{mode}/null/shard_{scatteritem}.parquet"),
     params:
         mode=lambda wc: wc.mode,
         # {scatteritem} is "<i>-of-<n>", from the scattergather directive in common.smk.
         shard=lambda wc: int(wc.scatteritem.split("-of-")[0]),
         n_shards=ANALYSIS["search_shards"],
         grid=config["threshold_grid"],
+        null_seed=CONTROLS["null_seed"],
         device=config["device"],
     threads: ANALYSIS["search_threads"]
     resources:

@@ -179,6 +179,8 @@ rule criterion:
         prompts=results("strings/prompts_{mode}.parquet"),
         # the paper mode has no tuning prompts: it uses the thresholds its evaluation uses
         tuned=lambda wc: results(f"approx/{TUNED_WITH[wc.mode]}/tuned.json"),
+        # the single-block sweep of the same tuning prompts: each block's own best threshold (method.md §6b)
+        sweep=lambda wc: results(f"approx/{TUNED_WITH[wc.mode]}/threshold_sweep.csv"),
         prompt_blocks=[results(f"activations/seed{ORIGINAL}/prompts_{{mode}}/block{b}.parquet") for b in range(N_LAYER)],
         subspaces=rules.token_subspaces.output.vectors,
     output:

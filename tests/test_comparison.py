@@ -186,7 +186,7 @@ def test_report_counts_verdicts_and_headline_holds_only_marked_rows():
                                            "verdict": "differs"}, "c": {"paper": 1.0, "verdict": "not computed"}}
     out = report(rows, table, "test")
     assert out["counts"] == {"rows": 3, "consistent": 0, "differs": 1, "not comparable": 0, "no spread": 1,
-                             "not computed": 1}
+                             "not computed": 1, "ours_only": 0}
     assert [r["id"] for r in out["rows"]] == ["a", "b", "c"] and out["rows"][2]["reason"] == "not here"
 
 
@@ -223,6 +223,8 @@ def test_every_paper_value_is_the_number_method_md_publishes(repo):
     method = (repo / "docs/method.md").read_text(encoding="utf-8")
     numbers = set(re.findall(r"\d[\d,]*(?:\.\d+)?", method))
     for r in ROWS:
+        if r.paper is None:  # a row of ours only publishes nothing
+            continue
         if r.spread.kind == "paper_range":  # a range: its ends are published, the midpoint is ours
             assert all(_published(v)[0] in numbers for v in r.spread.value), r.id
             continue
@@ -232,10 +234,41 @@ def test_every_paper_value_is_the_number_method_md_publishes(repo):
 def test_rows_have_unique_ids_and_cover_every_section():
     ids = [r.id for r in ROWS]
     assert len(ids) == len(set(ids))
-    assert {r.section for r in ROWS} == {"§1", "§2", "§3", "§6", "§7", "§12"}
+    assert {r.section for r in ROWS if r.paper is not None} == {"§1", "§2", "§3", "§6", "§7", "§12"}
+    assert {r.section for r in ROWS if r.paper is None} == {"§6b"}
     assert sum(r.id.startswith("ablation_") for r in ROWS) == 12
     assert sum(r.id.startswith("criterion_") for r in ROWS) == 6 + 3 + 1
     # the published 1442 model is its 5,000-step checkpoint, the others at 4,500 (method.md §2, §12)
     steps = {r.id: r.paper for r in ROWS if r.id.startswith("published_step_")}
     assert steps == {"published_step_seed1337": 4500, "published_step_seed1442": 5000,
                      "published_step_seed88": 4500, "published_step_seed99999": 4500}
+
+
+def test_rows_of_ours_only_carry_their_own_paired_test_and_are_not_counted_among_the_verdicts():
+    from tinylens.comparison import OURS_ONLY
+
+    paired = {"mean": 0.21, "reference": "ffwd_out", "verdict": "ffwd_out better",
+              "versus_ffwd_out": {"mean_difference": 0.04, "ci_low": 0.03, "ci_high": 0.05, "p": 1e-9, "t": 8.1, "n": 500}}
+    docs = {**DOCS, "controls": {"modes": {"heldout": {"sources": {"suffix": paired}},
+                                           "paper": {"sources": {"suffix": {"mean": 0.1}}}}}}
+    rows = [Row("a", "§6", "mean H", 0.1677, at("hellinger", "paper_values", "mean"), spread=Test("exact")),
+            Row("s", "§6b", "control: suffix", None, at("controls", "modes", "paper", "sources", "suffix", "mean"),
+                at("controls", "modes", "heldout", "sources", "suffix", "mean"),
+                spread=Test("ours", source=at("controls", "modes", "heldout", "sources", "suffix"))),
+            Row("n", "§6b", "control: none", None, at("controls", "x"))]
+    table = compare(rows, docs, {}, FILES)
+    s = table[1]
+    assert s["verdict"] == OURS_ONLY and s["paper"] is None and s["difference"] is None
+    assert (s["like_for_like"], s["own"]) == (0.1, 0.21)
+    assert (s["statistic"], s["p_value"], s["ci_low"], s["ci_high"]) == (8.1, 1e-9, 0.03, 0.05)
+    assert "paired t-test against ffwd_out" in s["test"] and s["test"].endswith("ffwd_out better")
+    assert table[2]["verdict"] == OURS_ONLY and table[2]["status"] == "not computed"
+    out = report(rows, table, "test")
+    assert out["counts"]["rows"] == 1 and out["counts"]["ours_only"] == 2 and out["counts"]["differs"] == 1
+    md = markdown(table)
+    assert md.splitlines()[0].endswith("(of 1 rows)") and "Ours only (2 rows, no published number" in md
+    assert md.index("| §6 |") < md.index("Ours only") < md.index("| §6b |")
+    from tinylens.comparison import findings
+
+    sentence = findings({"comparison": out})[0]
+    assert sentence.startswith("Of the 1 published numbers,") and "also lists 2 numbers of ours only" in sentence

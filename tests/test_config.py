@@ -211,6 +211,12 @@ def test_case_study_prompts_must_have_the_substring_length(config, schema):
         validate_config(_with(config, "case_study_prompts", ["And only l", "And only"]), schema)
 
 
+def test_the_suffix_baseline_reads_at_most_the_prompts_length(config, schema):
+    with pytest.raises(ConfigError, match=r"'controls.suffix_lengths' \(11\) is longer than 'substring_length' = 10"):
+        validate_config(_with(config, "controls.suffix_lengths", 11), schema)
+    validate_config(_with(config, "controls.suffix_lengths", 10), schema)
+
+
 def test_every_problem_is_listed_at_once(config, schema):
     bad = _with(_with(config, "threshold_grid", {"start": 0.9, "step": 0.1, "count": 5}),
                 "presets.small.analysis.search_shards", 5000)

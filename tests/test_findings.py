@@ -179,9 +179,34 @@ def test_the_criterion_sentence_states_its_prompts_and_its_null():
              "end_of_model_excluded_unconverged": 20}
     text = " ".join(supporting_findings({"supporting": _supporting([{"block": 5}, rated])}))
     assert ("The criterion (every top token within the first half by |cos|) holds for 70% of the 480 prompts at "
-            "block 4 with end-of-model subspaces (20 left out for a top token whose subspace did not converge), "
+            "block 5 with end-of-model subspaces (20 left out for a top token whose subspace did not converge), "
             "above its permutation null (40% +- 3).") in text
     within = " ".join(supporting_findings({"supporting": _supporting([{**rated, "end_of_model_abs": 44.0}])}))
     assert "within two standard deviations of its permutation null" in within
     assert "The criterion" not in " ".join(supporting_findings({"supporting": _supporting([{"block": 5}])}))
     assert "At the input of ln_f, 61 of 65 token subspaces converged" in text
+
+
+def test_the_criterion_at_each_blocks_own_threshold_stands_beside_the_jointly_tuned_one():
+    """method.md §6b: the block-alone rates, read from the criterion files into supporting.json, and said beside the
+    joint ones, blocks counted from 1."""
+    from tinylens.supporting.summary import criterion_section
+    from tinylens.supporting.summary import findings as supporting_findings
+
+    def rates(rate):
+        return {"end_of_model": {"rate_abs": rate, "rate_signed": rate, "chance_exact": 10.0, "used": 100, "empty": 0,
+                                 "permutation_null_abs": {"mean": 12.0, "std": 2.0}}}
+
+    per_mode = {"paper": {"blocks": {"0": rates(30.0), "1": rates(8.0)},
+                          "block_alone": {"0": rates(55.0), "1": rates(41.5)},
+                          "thresholds": {"joint": [0.95, 0.73], "block_alone": [0.9, 0.96]}}}
+    section = criterion_section(per_mode, 2)
+    rows = {r["block"]: r for r in section["comparison"]["paper"]}
+    assert rows[1]["end_of_model_abs_block_alone"] == 41.5 and rows[1]["end_of_model_abs"] == 8.0
+    assert (rows[1]["joint_threshold"], rows[1]["block_alone_threshold"]) == (0.73, 0.96)
+    text = " ".join(supporting_findings({"supporting": _supporting(section["comparison"]["paper"])}))
+    assert ("At each block's own best threshold (where the block alone approximates the model best on the tuning "
+            "prompts: 0.9, 0.96) instead of the jointly tuned one (0.95, 0.73), the criterion holds for 55%, 41.5% of "
+            "the paper prompts at blocks 1 to 2 (at the joint thresholds: 30%, 8%, end-of-model subspaces).") in text
+    earlier = {"paper": {"blocks": per_mode["paper"]["blocks"]}}  # a criterion file of an earlier run
+    assert "end_of_model_abs_block_alone" not in criterion_section(earlier, 2)["comparison"]["paper"][0]

@@ -131,3 +131,29 @@ def test_describe():
     assert all(isinstance(d[k], float) for k in ("mean", "std", "min", "max", "q25", "median", "q75"))
     assert d["n"] == 4
     assert describe([1 / 3])["mean"] == 0.333333  # rounded to 6 decimals
+
+
+def test_paired_difference_is_one_t_test_whose_interval_and_p_agree():
+    from scipy import stats
+
+    from tinylens.measures import paired_difference
+
+    rng = np.random.default_rng(0)
+    b = rng.random(40)
+    a = b + 0.02 + 0.05 * rng.normal(size=40)
+    out = paired_difference(a, b)
+    d = a - b
+    ref = stats.ttest_rel(a, b)
+    assert out["mean_difference"] == pytest.approx(d.mean(), rel=1e-5) and out["n"] == 40
+    assert out["standard_error"] == pytest.approx(d.std(ddof=1) / math.sqrt(40), rel=1e-5)
+    assert out["p"] == pytest.approx(ref.pvalue, rel=1e-4) and out["t"] == pytest.approx(ref.statistic, rel=1e-5)
+    half = stats.t.ppf(0.975, 39) * d.std(ddof=1) / math.sqrt(40)
+    assert (out["ci_low"], out["ci_high"]) == (pytest.approx(d.mean() - half, rel=1e-5), pytest.approx(d.mean() + half, rel=1e-5))
+    # the interval excludes 0 exactly when p < 0.05, at any effect size
+    for shift in np.linspace(-0.04, 0.04, 41):
+        o = paired_difference(b + shift + 0.05 * rng.normal(size=40), b)
+        assert (o["ci_low"] > 0 or o["ci_high"] < 0) == (o["p"] < 0.05), shift
+    same = paired_difference(np.full(5, 0.3), np.full(5, 0.2))  # every difference 0.1: no spread
+    assert same["standard_error"] == 0 and same["p"] == 0 and same["t"] is None and same["ci_low"] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="at least 2"):
+        paired_difference([0.1], [0.2])

@@ -54,6 +54,8 @@ def test_per_row_memory_time_and_the_vocabulary(job_input):
     assert per_row("prompts", 500, vocab_bytes=2 * 3 * 8)(None, job_input) == 500 + int(1024 * 61 * 48 / MB)
     both = total(per_row("strings", 550, 1900), per_row("prompts", 0, vocab_bytes=2**20 / 61))
     assert both(None, job_input) == 550 + 1900 + 1024
+    # several named inputs: their rows summed (the controls' prompt tables of three modes)
+    assert per_row(["prompts", "strings"], 100, row_bytes=MB / 1024)(None, job_input) == 100 + (1024 + 2**20) // 1024
 
 
 def test_memory_per_byte_of_the_token_ids(job_input):

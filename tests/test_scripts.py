@@ -65,7 +65,8 @@ def test_every_family_package_is_laid_out_the_same_way():
 TORCH_FREE = (
     "core/build_strings", "circuits/circuits_summary", "core/download_corpus", "dynamics/dynamics_summary",
     "external/external_dynamics_summary", "external/external_findings",
-    "findings/write_findings", "core/hellinger_summary", "comparison/paper_comparison", "core/paper_prompts",
+    "findings/write_findings", "core/hellinger_summary", "core/controls_summary", "comparison/paper_comparison",
+    "core/paper_prompts",
     "phase_change/phase_change_summary", "attention/attention_summary", "superposition/superposition_summary",
     "supporting/supporting_metrics", "core/tokenize", "core/training_summary",
     *(f"{p.parent.name}/{p.stem}" for p in SCRIPTS if p.stem.startswith("plot_")),

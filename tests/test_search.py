@@ -7,10 +7,12 @@ from tinylens.core.search import (
     CountsCSR,
     cumulative,
     exact_float32_matmul,
+    null_permutation,
     rounding_margin,
     search_block,
     search_block_bruteforce,
     search_prompts,
+    search_prompts_with_null,
     threshold_edges,
 )
 
@@ -440,3 +442,68 @@ def test_the_search_on_a_gpu_matches_bruteforce():
     expected = search_block_bruteforce(prompts, strings, counts, EDGES, members)
     assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
     assert got[0].sum() > 10000
+
+
+def test_stacked_counts_sum_both_sets_in_one_search():
+    """The permuted null rides on the real search (method.md §6b): each string's own counts in the first V columns,
+    another set's in the next V; every way of binning sums both exactly as two separate brute forces."""
+    rng = np.random.default_rng(21)
+    prompts, strings = _correlated(rng, 20, 300)
+    counts = _counts(rng, 300, max_tokens=3)
+    counts[:30] = 0
+    other = counts[rng.permutation(300)]
+    stacked = CountsCSR.from_dense(counts).stacked(CountsCSR.from_dense(other))
+    assert stacked.vocab_size == 2 * VOCAB
+    np.testing.assert_array_equal(stacked.indptr, CountsCSR.from_dense(np.hstack([counts, other])).indptr)
+    exp_m, exp_c = search_block_bruteforce(prompts, strings, np.hstack([counts, other]), EDGES)
+    for variant in VARIANTS:
+        got_m, got_c = search_block(prompts, strings, stacked, EDGES, **variant, string_chunk=128)
+        assert np.array_equal(got_m, exp_m) and np.array_equal(got_c, exp_c), variant
+    assert np.array_equal(got_c[..., :VOCAB], search_block_bruteforce(prompts, strings, counts, EDGES)[1])
+
+
+def test_the_null_permutes_counts_among_the_searched_strings_only():
+    members = np.array([True, False, True, True, False, True, True, True])
+    perm = null_permutation(members, seed=3)
+    assert sorted(perm) == list(range(8)) and (perm[~members] == np.flatnonzero(~members)).all()
+    assert set(perm[members]) == set(np.flatnonzero(members)) and (perm[members] != np.flatnonzero(members)).any()
+    np.testing.assert_array_equal(perm, null_permutation(members, seed=3))  # the corpus and paper modes agree
+
+
+def test_the_null_summed_in_the_same_pass_is_the_search_of_the_permuted_counts():
+    """Every way of binning (candidate by candidate, entry by entry, the torch pass) sums the second count set for
+    the same matches: strings with one and with several next tokens, a members mask, pairs near an edge."""
+    rng = np.random.default_rng(23)
+    prompts, strings = _correlated(rng, 24, 500)
+    strings[-40:] = prompts[rng.integers(0, 24, 40)]  # exact matches: cosines of 1, and some on an edge
+    counts = _counts(rng, 500, max_tokens=3)
+    members = rng.random(500) < 0.85
+    perm = null_permutation(members, seed=1)
+    permuted = (counts * members[:, None])[perm]
+    exp_m, exp_c = search_block_bruteforce(prompts, strings, counts, EDGES, members)
+    _, exp_null = search_block_bruteforce(prompts, strings, permuted, EDGES, members)
+    csr = CountsCSR.from_dense(counts, members)
+    for variant in VARIANTS:
+        got_m, got_c, got_null = search_block(prompts, strings, csr, EDGES, members, null=perm, string_chunk=128,
+                                              **variant)
+        assert np.array_equal(got_m, exp_m) and np.array_equal(got_c, exp_c), variant
+        assert np.array_equal(got_null, exp_null), (variant, np.argwhere(got_null != exp_null)[:5])
+    assert exp_null.sum() > 0 and not np.array_equal(exp_null, exp_c)
+    with pytest.raises(ValueError, match="onto themselves"):
+        search_block(prompts, strings, csr, EDGES, members, null=np.arange(500)[::-1])
+
+
+def test_the_search_with_its_null_is_the_search_of_the_permuted_counts():
+    rng = np.random.default_rng(22)
+    blocks = [_correlated(rng, 6, 120) for _ in range(2)]
+    counts = _counts(rng, 120, max_tokens=2)
+    members = rng.random(120) < 0.7
+    m, c, null = search_prompts_with_null([p for p, _ in blocks], lambda b: blocks[b][1],
+                                          CountsCSR.from_dense(counts, members), EDGES, members, null_seed=5,
+                                          progress=False, string_chunk=32)
+    permuted = (counts * members[:, None])[null_permutation(members, 5)]
+    for b, (p, s) in enumerate(blocks):
+        em, ec = search_block_bruteforce(p, s, counts, EDGES, members)
+        _, nc = search_block_bruteforce(p, s, permuted, EDGES, members)
+        assert np.array_equal(m[:, b], em) and np.array_equal(c[:, b], ec) and np.array_equal(null[:, b], nc)
+    assert not np.array_equal(c, null)

@@ -321,3 +321,29 @@ def test_paper_mode_searches_the_whole_text_and_borrows_the_corpus_tuning(tiny):
     assert TUNED_WITH["paper"] == "corpus"
     with pytest.raises(ValueError, match="unknown prompt mode 'papers'"):
         tiny.counts("papers")
+
+
+def test_the_string_table_can_be_read_for_a_sample_of_its_rows(tmp_path):
+    from tinylens.core.strings import count_strings
+
+    ids = np.random.default_rng(0).integers(0, 4, 500)
+    table = build_strings("".join("abcd"[i] for i in ids), ids, 4, 4, n_train=450)
+    save_strings(tmp_path / "s.parquet", table)
+    rows = np.array([3, 17, 40])
+    sample = load_strings(tmp_path / "s.parquet", 4, rows=rows)
+    assert count_strings(tmp_path / "s.parquet") == len(table) and len(sample) == 3
+    assert sample.strings == [table.strings[i] for i in rows]
+    np.testing.assert_array_equal(sample.next_counts, table.next_counts[rows])
+    np.testing.assert_array_equal(sample.next_counts_train, table.next_counts_train[rows])
+    np.testing.assert_array_equal(sample.in_train, table.in_train[rows])
+
+
+def test_the_strings_and_their_train_flags_read_without_the_counts(tmp_path):
+    from tinylens.core.strings import load_string_names
+
+    ids = np.random.default_rng(1).integers(0, 4, 300)
+    table = build_strings("".join("abcd"[i] for i in ids), ids, 4, 4, n_train=250)
+    save_strings(tmp_path / "s.parquet", table)
+    strings, in_train = load_string_names(tmp_path / "s.parquet", 4)
+    assert strings == table.strings and in_train.dtype == bool
+    np.testing.assert_array_equal(in_train, table.in_train)

@@ -164,6 +164,11 @@ def test_criterion_by_block_on_a_hand_built_case():
     assert list(blocks) == ["0", "1"] and list(blocks["0"]) == ["end_of_model"]
     assert blocks["1"]["same_stage"]["stage"] == 2 and blocks["0"]["end_of_model"]["used"] == 1
     assert blocks["0"]["end_of_model"]["rate_abs"] == 100.0
+    # the variants asked for only (the block-alone criterion of method.md §6b computes end_of_model alone)
+    rows, blocks = criterion_by_block(alone, ffwd, directions, np.array([5, 8], dtype=np.int32), "abcd", k=2,
+                                      settings=CriterionSettings(truncate_mass=0.99, top_mass=0.9, permutations=10,
+                                                                 seed=0), variants=["end_of_model"])
+    assert rows["subspaces"] == ["end_of_model"] * 4 and list(blocks["1"]) == ["end_of_model"]
 
 
 def test_prompts_whose_top_tokens_did_not_converge_are_left_out_and_counted():

@@ -1,4 +1,5 @@
-"""Exact similarity search of one prompt shard against every string, binned (rule search_shard)."""
+"""Exact similarity search of one prompt shard against every string, binned, with the permuted null's sums from the
+same pass (rule search_shard)."""
 
 import time
 from pathlib import Path
@@ -6,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from tinylens.core.activations import load_block
-from tinylens.core.search import CountsCSR, search_prompts, threshold_edges, write_summary
+from tinylens.core.search import CountsCSR, search_prompts_with_null, threshold_edges, write_summary
 from tinylens.core.strings import load_prompts, load_strings, prompt_shard
 from tinylens.jobs import job
 from tinylens.model_config import load_config
@@ -36,10 +37,11 @@ with job(snakemake) as j:
         return block
 
     start = time.perf_counter()
-    matches, summed = search_prompts(prompt_blocks, string_block, counts, threshold_edges(**p.grid), members,
-                                     device=device, threads=j.threads)
+    matches, summed, null = search_prompts_with_null(prompt_blocks, string_block, counts, threshold_edges(**p.grid),
+                                                     members, p.null_seed, device=device, threads=j.threads)
     total = time.perf_counter() - start
     j.log.info("searched %d prompts x %d strings x %d blocks in %.1f s (+ %.1f s reading the string blocks)",
                len(rows), len(table), cfg.n_layer, total - sum(loading), sum(loading))
     write_summary(j.output.shard, ids, matches, summed)
-    j.log.info("wrote %s", j.output.shard)
+    write_summary(j.output.null, ids, matches, null)
+    j.wrote(j.output.shard, j.output.null)

@@ -7,7 +7,7 @@ import numpy as np
 
 import tinylens.supporting.criterion as crit
 from tinylens.core.activations import load_block
-from tinylens.core.approx import grid_index, select_thresholds, summary_for_prompts
+from tinylens.core.approx import block_alone_thresholds, grid_index, load_sweep, select_thresholds, summary_for_prompts
 from tinylens.core.corpus import CharTokenizer
 from tinylens.core.search import cumulative, threshold_edges
 from tinylens.core.strings import load_prompts
@@ -19,28 +19,30 @@ from tinylens.tables import write_table
 
 with job(snakemake) as j:
     inp, out, p = j.input, j.output, j.params
-    cfg = load_config(inp.config)
-    vocab = CharTokenizer.load(inp.tokenizer).vocab
-    k = cfg.vocab_size // 2
-    edges = threshold_edges(**p.grid)
+    cfg, edges = load_config(inp.config), threshold_edges(**p.grid)
+    vocab, k = CharTokenizer.load(inp.tokenizer).vocab, cfg.vocab_size // 2
     prompts = load_prompts(inp.prompts)
     _, counts = summary_for_prompts(inp.shards, prompts["prompt_id"], cfg.n_layer, len(edges), cfg.vocab_size)
     on_eval = np.asarray(prompts["split"]) == "eval"
-    tuned = j.read_json(inp.tuned)
-    # Block b alone at its tuned threshold: the summed next-token counts of the strings above it.
-    alone = select_thresholds(cumulative(counts[on_eval], axis=2), grid_index(tuned["thresholds"], edges))
-    prompt_dir = Path(inp.prompt_blocks[0]).parent
-    ffwd = [load_block(prompt_dir, b, "ffwd_out", cfg.d_model, strings=prompts["string"])[on_eval]
+    tuned, above = j.read_json(inp.tuned), cumulative(counts[on_eval], axis=2)
+    # Block b alone at its jointly tuned threshold, and at its own best one (method.md §6b): the summed next-token
+    # counts of the strings above it.
+    joint = grid_index(tuned["thresholds"], edges)
+    own = block_alone_thresholds(load_sweep(inp.sweep), edges, cfg.n_layer)
+    ffwd = [load_block(Path(inp.prompt_blocks[0]).parent, b, "ffwd_out", cfg.d_model, strings=prompts["string"])[on_eval]
             for b in range(cfg.n_layer)]
     subspaces = dict(load_subspaces(path, cfg.vocab_size, cfg.d_model) for path in inp.subspaces)
     directions, converged = crit.subspace_arrays(subspaces)
-    j.log.info("%s mode: %d evaluation prompts, tuned thresholds %s, subspaces at stages %s, k = %d", p.mode,
-               int(on_eval.sum()), tuned["thresholds"], sorted(directions), k)
     prompt_ids = np.asarray(prompts["prompt_id"], dtype=np.int32)[on_eval]
     settings = crit.CriterionSettings(**p.settings)
-    rows, blocks = crit.criterion_by_block(alone, ffwd, directions, prompt_ids, vocab, k, settings, converged)
-    j.log.info("per block (0-based) and subspace variant: %s", blocks)
+    rows, blocks = crit.criterion_by_block(select_thresholds(above, joint), ffwd, directions, prompt_ids, vocab, k,
+                                           settings, converged)
+    _, own_blocks = crit.criterion_by_block(select_thresholds(above, own), ffwd, directions, prompt_ids, vocab, k,
+                                            settings, converged, variants=["end_of_model"])
+    j.log.info("per block (0-based), joint thresholds: %s; each block's own %s: %s", blocks, edges[own], own_blocks)
     aligned = crit.aligned_end_of_model(settings, prompt_ids, np.asarray(prompts["string"])[on_eval], ffwd, directions,
                                         vocab, converged)
     write_table(out.table, criterion_schema(), crit.criterion_columns(rows, p.mode))
-    j.write_json(out.summary, {**crit.criterion_summary(p.mode, k, cfg.vocab_size, settings, blocks), "aligned": aligned})
+    thresholds = {"joint": tuned["thresholds"], "block_alone": edges[own].round(4).tolist()}
+    j.write_json(out.summary, {**crit.criterion_summary(p.mode, k, cfg.vocab_size, settings, blocks), "aligned": aligned,
+                               "thresholds": thresholds, "block_alone": own_blocks})

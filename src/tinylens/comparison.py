@@ -21,6 +21,10 @@ maps names to files) and a key path into it. Every row gets a verdict from a clo
   way that changes the quantity (:attr:`Row.needs`, :func:`differences`), with the reason;
 - ``no spread`` where neither side gives an uncertainty to judge by.
 
+Rows of ours only (:data:`OURS_ONLY`: no published number, ``paper`` None) list a number the paper does not
+publish beside the published ones (the controls of method.md §6b): their test is ours, against our own
+reference, and they are not counted among the verdicts (:func:`counts`).
+
 A row whose document is not made by this workflow, or lacks the key, is listed as *not computed*
 with the reason, never dropped: adding a source is adding its name to the rule's mapping, and its
 rows are already here.
@@ -78,6 +82,8 @@ def at(name: str, *path: Key) -> Source:
 LEVEL = 0.05
 #: The verdicts, in the order the headline counts them.
 VERDICTS = ("consistent", "differs", "not comparable", "no spread", "not computed")
+#: The verdict column of a row with no published number: not a verdict against the paper, never counted.
+OURS_ONLY = "ours only"
 #: What of the paper's setup a quantity depends on (:attr:`Row.needs`; :func:`differences`).
 ASPECTS = ("model", "data", "prompts")
 
@@ -109,7 +115,7 @@ class Row:
     id: str
     section: str
     quantity: str
-    paper: float
+    paper: float | None  # None: a row of ours only (OURS_ONLY)
     like_for_like: Source
     own: Source | None = None
     spread: Test = field(default=NO_SPREAD)
@@ -264,6 +270,43 @@ def _supporting_rows(mode: str = SUPPORTING_MODE) -> list[Row]:
     return rows
 
 
+#: The controls of method.md §6b (metrics/controls.json): key -> the quantity's words.
+CONTROL_SOURCES = {
+    "ffwd_out": "the approximation (ffwd_out)",
+    "suffix": "suffix counts, no network",
+    "null": "ffwd_out search, next-token counts permuted among the strings (null)",
+    "ffwd_out_sample": "ffwd_out over the sample of strings",
+    "sa_out": "sa_out over the sample",
+    "block_input": "block input over the sample",
+    "block_output": "block output over the sample",
+    "ffwd_and_sa_out": "ffwd_out + sa_out (twelve terms) over the sample",
+}
+
+
+def _control_rows() -> list[Row]:
+    """Ours only: each source's mean Hellinger distance from the model (like-for-like: the paper's prompts,
+    tuned on the corpus mode's tuning prompts; own: the held-out prompts) with its paired test against the
+    ffwd_out approximation on the held-out prompts; each block's criterion at its own best threshold."""
+    rows = []
+    for key, words in CONTROL_SOURCES.items():
+        paired = key != "ffwd_out"
+        rows.append(Row(
+            f"control_{key}", "§6b", f"control: {words}: mean H", None,
+            at("controls", "modes", "paper", "sources", key, "mean"),
+            at("controls", "modes", "heldout", "sources", key, "mean"),
+            spread=Test("ours", source=at("controls", "modes", "heldout", "sources", key)) if paired else NO_SPREAD,
+            note="ours only (no published number): like-for-like the paper's prompts, own the held-out prompts; "
+                 "the test: paired against ffwd_out (on the same sample of strings for the vectors), held out"))
+    for b in range(len(CRITERION_END_OF_MODEL)):
+        block = ("criterion", "comparison", SUPPORTING_MODE, Where("block", b))
+        rows.append(Row(
+            f"control_criterion_block_alone_block{b + 1}", "§6b", f"criterion, end-of-model subspaces, block {b + 1} at its "
+            "own best threshold: % of prompts", None, at("supporting", *block, "end_of_model_abs_block_alone"),
+            note="ours only: the threshold where block b alone approximates the model best on the tuning prompts, "
+                 "not the jointly tuned one (the §7 rows); the paper's prompts"))
+    return rows
+
+
 ROWS: tuple[Row, ...] = (
     Row("n_params", "§1", "parameters of the model", 10_788_929, at("original_model", "n_params"),
         spread=Test("exact"), needs=MODEL, note="exact at the paper preset's shape; smaller presets have smaller models"),
@@ -274,6 +317,7 @@ ROWS: tuple[Row, ...] = (
     *_hellinger_rows(),
     *_case_study_rows(),
     *_supporting_rows(),
+    *_control_rows(),
 )
 
 
@@ -418,6 +462,8 @@ def judge(row: Row, like_for_like: float | None, documents: Mapping[str, object]
           files: Mapping[str, str] | None = None, differ: Mapping[str, str] | None = None) -> Verdict:
     """The row's :class:`Verdict`. ``differ``: :func:`differences` (nothing differs where None)."""
     test = row.spread
+    if row.paper is None:
+        return _ours_only(row, documents, absent, files)
     if like_for_like is None:
         return Verdict("not computed", "no like-for-like value")
     reasons = [differ[a] for a in ASPECTS if a in row.needs and a in (differ or {})]
@@ -451,6 +497,21 @@ def judge(row: Row, like_for_like: float | None, documents: Mapping[str, object]
     raise ValueError(f"row {row.id}: unknown test kind {test.kind!r}")
 
 
+def _ours_only(row: Row, documents: Mapping[str, object], absent: Mapping[str, str],
+               files: Mapping[str, str] | None) -> Verdict:
+    """A row of ours only: no verdict against the paper; its own paired test, where it has one, beside it."""
+    if row.spread.kind != "ours":
+        return Verdict(OURS_ONLY, "ours only (no published number)")
+    entry, reason = lookup(documents, absent, row.spread.source, files)
+    c = entry.get("versus_ffwd_out") if isinstance(entry, Mapping) else None
+    if reason is not None or not isinstance(c, Mapping):
+        return Verdict(OURS_ONLY, f"ours only (no published number); no paired test: {reason or 'none recorded'}")
+    return Verdict(OURS_ONLY, f"ours only (no published number); paired t-test against {entry.get('reference')}, "
+                   f"held-out prompts (n={c['n']}): difference {c['mean_difference']:.3g}, 95% CI [{c['ci_low']:.3g}, "
+                   f"{c['ci_high']:.3g}], p = {c['p']:.2g}: {entry.get('verdict')}", c.get("t"), c["p"], c["ci_low"],
+                   c["ci_high"])
+
+
 def compare(rows: Sequence[Row], documents: Mapping[str, object], absent: Mapping[str, str] | None = None,
             files: Mapping[str, str] | None = None, differ: Mapping[str, str] | None = None) -> list[dict]:
     """The table: one record per row (keys of :data:`TABLE_SCHEMA`, values None where missing).
@@ -469,9 +530,9 @@ def compare(rows: Sequence[Row], documents: Mapping[str, object], absent: Mappin
         own = _number(own)
         v = judge(row, like, documents, absent, files, differ)
         table.append({
-            "id": row.id, "section": row.section, "quantity": row.quantity, "paper": float(row.paper),
-            "like_for_like": like, "own": own,
-            "difference": None if like is None else like - row.paper,
+            "id": row.id, "section": row.section, "quantity": row.quantity,
+            "paper": None if row.paper is None else float(row.paper), "like_for_like": like, "own": own,
+            "difference": None if like is None or row.paper is None else like - row.paper,
             "verdict": v.verdict, "test": v.test, "statistic": v.statistic, "p_value": v.p_value,
             "ci_low": v.ci_low, "ci_high": v.ci_high,
             "status": "computed" if like is not None else "not computed",
@@ -484,8 +545,11 @@ def compare(rows: Sequence[Row], documents: Mapping[str, object], absent: Mappin
 
 
 def counts(table: Sequence[Mapping]) -> dict[str, int]:
-    """Rows per verdict (every verdict of :data:`VERDICTS`, zeros included) and in all."""
-    return {"rows": len(table), **{v: sum(t["verdict"] == v for t in table) for v in VERDICTS}}
+    """Rows per verdict (every verdict of :data:`VERDICTS`, zeros included) and in all: the published numbers;
+    the rows of ours only (:data:`OURS_ONLY`) are counted apart, never among the verdicts."""
+    published_rows = [t for t in table if t["verdict"] != OURS_ONLY]
+    return {"rows": len(published_rows), **{v: sum(t["verdict"] == v for t in published_rows) for v in VERDICTS},
+            "ours_only": len(table) - len(published_rows)}
 
 
 def headline(rows: Sequence[Row], table: Sequence[Mapping]) -> dict[str, dict[str, float | str]]:
@@ -594,10 +658,15 @@ def _cell(value) -> str:
 def markdown(table: Sequence[Mapping]) -> str:
     """The table as Markdown: the verdict counts, then one line per row, the reason in place of a missing value."""
     c = counts(table)
-    lines = [", ".join(f"{v}: {c[v]}" for v in VERDICTS) + f" (of {c['rows']} rows)", "",
-             "| section | quantity | paper | like-for-like | own | difference | verdict | test |",
-             "|---|---|---|---|---|---|---|---|"]
-    for t in table:
+    header = ["| section | quantity | paper | like-for-like | own | difference | verdict | test |",
+              "|---|---|---|---|---|---|---|---|"]
+    lines = [", ".join(f"{v}: {c[v]}" for v in VERDICTS) + f" (of {c['rows']} rows)", "", *header]
+    ours = [t for t in table if t["verdict"] == OURS_ONLY]
+    for t in [t for t in table if t["verdict"] != OURS_ONLY] + ([None] if ours else []) + ours:
+        if t is None:  # the rows of ours only, apart
+            lines += ["", f"Ours only ({len(ours)} rows, no published number; not counted among the verdicts):", "",
+                      *header]
+            continue
         like = _cell(t["like_for_like"]) if t["status"] == "computed" else f"not computed: {t['reason']}"
         cells = [t["section"], t["quantity"], _cell(t["paper"]), like, _cell(t["own"]), _cell(t["difference"]),
                  t["verdict"], t["test"]]
@@ -613,8 +682,11 @@ def findings(documents: Mapping[str, object]) -> list[str]:
     phrases = {"consistent": "agree with ours", "differs": "differ", "not comparable": "are not comparable at this "
                "preset", "no spread": "have no uncertainty to judge by", "not computed": "were not computed"}
     parts = [f"{c[v]} {phrases[v]}" for v in VERDICTS if c.get(v)]
+    ours = c.get("ours_only", 0)  # tables of earlier runs have none
     out = [f"Of the {get(c, 'rows')} published numbers, " + ", ".join(parts)
-           + f" (two-sided tests at {num(get(doc, 'level'))}; `comparison/paper_comparison.md`)."]
+           + f" (two-sided tests at {num(get(doc, 'level'))}; `comparison/paper_comparison.md`"
+           + (f", which also lists {ours} numbers of ours only, the controls of method.md §6b, not counted among them"
+              if ours else "") + ")."]
     differ = get(doc, "differences_from_the_paper")
     if differ:
         out.append("Not comparable here: " + "; ".join(f"{k}: {v}" for k, v in differ.items()) + ".")

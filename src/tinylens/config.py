@@ -92,6 +92,11 @@ def _grid_problems(config: Mapping[str, Any]) -> list[str]:
         problems.append(
             f"config key 'case_study_prompts' has {wrong}, which are not 'substring_length' = {length} characters "
             "long; a case study compares a prompt with the strings of that length")
+    if config["controls"]["suffix_lengths"] > length:
+        problems.append(
+            f"config key 'controls.suffix_lengths' ({config['controls']['suffix_lengths']}) is longer than "
+            f"'substring_length' = {length}: the suffix-count baseline reads the prompt's last k characters, "
+            f"k = 1..suffix_lengths; use at most {length}")
     return problems
 
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 from __future__ import annotations
 
 import math
+import sys
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -27,9 +28,15 @@ if TYPE_CHECKING:  # torch is imported inside the functions that use it: jobs th
 Array = TypeVar("Array", np.ndarray, "torch.Tensor")  # torch is imported where a function needs it
 
 
+def _is_tensor(x) -> bool:
+    """Whether ``x`` is a torch tensor, without importing torch: a tensor exists only once torch is imported, so
+    a NumPy caller (a summary job) never pays for the import (2-3 CPU-s)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
 def _float64(x):
-    import torch
-    if isinstance(x, torch.Tensor):
+    if _is_tensor(x):
         return x.double()
     return np.asarray(x, dtype=np.float64)
 
@@ -61,9 +68,10 @@ def hellinger(p: Array, q: Array, eps: float = 0.0) -> Array:
     ``eps`` > 0 smooths it for gradient descent (``sqrt(p + eps)``, and ``H**2`` kept >= eps), so
     its gradient is finite where a probability or the distance is zero; 0 gives the exact value.
     """
-    import torch
     p, q = _float64(p), _float64(q)
-    if isinstance(p, torch.Tensor):
+    if _is_tensor(p):
+        import torch
+
         q = q.to(p.device) if isinstance(q, torch.Tensor) else torch.as_tensor(q, device=p.device)
         return torch.sqrt(torch.clamp(0.5 * (((p + eps).sqrt() - (q + eps).sqrt()) ** 2).sum(-1), eps, 1.0))
     return np.sqrt(np.clip(0.5 * ((np.sqrt(p + eps) - np.sqrt(q + eps)) ** 2).sum(axis=-1), eps, 1.0))
@@ -244,3 +252,30 @@ def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float,
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
+def paired_difference(a, b, level: float = 0.95) -> dict[str, float | int]:
+    """The paired comparison of two sets of per-item values on the same items (``a[i]`` and ``b[i]`` of item i):
+    the mean of the differences d = a - b, its standard error (:func:`standard_error`), the ``level`` interval of
+    the mean and the two-sided p-value of the paired t-test (``n - 1`` degrees of freedom, Student's t). One test
+    gives all three, so the interval excludes 0 exactly when p < 1 - level. Values rounded to 6 significant
+    digits (signs kept: a bound just above 0 stays above it); ``n`` at least 2."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    n = len(d)
+    if n < 2 or np.ndim(d) != 1:
+        raise ValueError(f"a paired difference needs two 1-D arrays of the same items, at least 2 of them; got {n}")
+    mean, se = float(d.mean()), standard_error(d)
+    if se == 0:  # every difference equal: no spread, the mean is the difference exactly
+        t, p, half = None, (0.0 if mean else 1.0), 0.0  # t is infinite (or 0 / 0): None in the JSON
+    else:
+        from scipy import stats  # here, not at the top: planning the workflow imports this module
+
+        t = mean / se
+        p = float(2 * stats.t.sf(abs(t), n - 1))
+        half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * se
+
+    def r(x: float) -> float:
+        return float(f"{x:.6g}")
+
+    return {"mean_difference": r(mean), "standard_error": r(se), "ci_low": r(mean - half), "ci_high": r(mean + half),
+            "t": None if t is None else r(t), "p": r(p), "n": n, "level": level}

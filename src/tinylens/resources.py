@@ -55,15 +55,17 @@ def width_factor(d_model: int) -> float:
     return max(1.0, d_model / 64)
 
 
-def per_row(table: str, base: float, row_bytes: float = 0.0, row_seconds: float = 0.0,
+def per_row(table: str | Sequence[str], base: float, row_bytes: float = 0.0, row_seconds: float = 0.0,
             vocab_bytes: float = 0.0) -> Resource:
     """A resource that grows with the rows of the input ``table`` (strings, prompts; a list of tables is
-    summed): ``runtime`` = ``base`` minutes plus ``row_seconds`` per row when ``row_seconds`` is given, else
-    ``mem_mb`` = ``base`` MB plus ``row_bytes`` per row and ``vocab_bytes`` per row and vocabulary entry
-    (the vocabulary from the input ``config``, the model's config.json)."""
+    summed, and so are the rows of several named inputs, ``table`` a list of names): ``runtime`` = ``base``
+    minutes plus ``row_seconds`` per row when ``row_seconds`` is given, else ``mem_mb`` = ``base`` MB plus
+    ``row_bytes`` per row and ``vocab_bytes`` per row and vocabulary entry (the vocabulary from the input
+    ``config``, the model's config.json)."""
+    names = [table] if isinstance(table, str) else list(table)
 
     def resource(wildcards, input) -> int:
-        rows = table_rows(input[table])
+        rows = sum(table_rows(input[name]) for name in names)
         if row_seconds:
             return int(base + rows * row_seconds / 60)
         per = row_bytes + (vocab_bytes * vocab_size(input.config) if vocab_bytes else 0.0)

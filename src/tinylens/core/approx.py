@@ -117,6 +117,21 @@ def tune(above: np.ndarray, q: np.ndarray, init_thresholds: np.ndarray, rounds: 
     return Tuned(thresholds, weights, score(thresholds, weights))
 
 
+def tune_and_evaluate(above: np.ndarray, q: np.ndarray, splits, init: np.ndarray, rounds: int
+                      ) -> tuple[dict, np.ndarray]:
+    """Tune thresholds and weights on the tuning prompts (:func:`tune`); return the tuned
+    ``{"thresholds": indices, "weights", "tune_mean_hellinger"}`` and the Hellinger distance of every
+    evaluation prompt (in their order). above: ``[prompts blocks edges vocab]``, q: ``[prompts vocab]``, splits:
+    each prompt's ``tune`` or ``eval``. The approximation's variants and controls are all tuned by this
+    (method.md §6b, §7)."""
+    masks = split_masks(splits)
+    tuned = tune(above[masks["tune"]], q[masks["tune"]], init, rounds=rounds, progress=False)
+    p, _ = approximate(above[masks["eval"]], tuned.thresholds, tuned.weights)
+    return ({"thresholds": [int(k) for k in tuned.thresholds], "weights": [round(float(w), 6) for w in tuned.weights],
+             "tune_mean_hellinger": round(float(tuned.mean_hellinger), 6)},
+            hellinger(p, q[masks["eval"]]))
+
+
 def single_block_sweep(above: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Mean Hellinger of each block alone at each threshold: [blocks n_thresholds]."""
     n_blocks, n_thresholds = above.shape[1], above.shape[2]
@@ -164,6 +179,29 @@ def paper_setting(baseline: Mapping[str, Sequence[float]], edges: np.ndarray, n_
     return grid_index(baseline["thresholds"], edges), np.asarray(baseline["weights"], dtype=np.float64)
 
 
+def initial_thresholds(baseline: Mapping[str, Sequence[float]], edges: np.ndarray, n_blocks: int) -> np.ndarray:
+    """Where the tuning starts: the paper's thresholds (as grid indices), or the grid's middle for a model with
+    another block count. Every tuning of the approximation and of its variants starts here."""
+    paper = paper_setting(baseline, edges, n_blocks)
+    return paper[0] if paper is not None else np.full(n_blocks, len(edges) // 2)
+
+
+def block_alone_thresholds(sweep: Mapping[str, np.ndarray], edges: np.ndarray, n_blocks: int) -> np.ndarray:
+    """Each block's threshold index where it alone approximates the model best on the tuning prompts: the
+    argmin of its curve in the single-block sweep (:func:`load_sweep` columns; the lowest such threshold on a
+    tie). The jointly tuned thresholds need not be these: a block whose weight is near 0 barely moves the
+    joint loss, so its threshold is nearly free (method.md §6b)."""
+    block, threshold, h = (np.asarray(sweep[k]) for k in ("block", "threshold", "mean_hellinger"))
+    out = np.empty(n_blocks, dtype=np.int64)
+    for b in range(n_blocks):
+        rows = np.flatnonzero(block == b)
+        if len(rows) == 0:
+            raise ValueError(f"the threshold sweep has no rows of block {b}; rerun tune_approximation")
+        best = rows[np.lexsort((threshold[rows], h[rows]))[0]]
+        out[b] = grid_index([threshold[best]], edges)[0]
+    return out
+
+
 def mean_hellinger(above: np.ndarray, q: np.ndarray, thresholds, weights) -> float:
     return round(float(hellinger(approximate(above, thresholds, weights)[0], q).mean()), 6)
 
@@ -180,7 +218,7 @@ def tuning_report(above: np.ndarray, q: np.ndarray, splits, edges: np.ndarray,
     n_blocks = above.shape[1]
     masks = split_masks(splits)
     paper = paper_setting(baseline, edges, n_blocks)
-    init = paper[0] if paper is not None else np.full(n_blocks, len(edges) // 2)
+    init = initial_thresholds(baseline, edges, n_blocks)
     tuned = tune(above[masks["tune"]], q[masks["tune"]], init, rounds=rounds, progress=progress)
     result = {
         "mode": mode,

@@ -150,3 +150,53 @@ def make_explanation(e: dict, top: int = 12) -> Figure:
     text_ax.axis("off")
     fig.tight_layout()
     return fig
+
+
+#: The figure's rows (method.md §6b): the sources searched over every string, then those over the sample.
+CONTROL_ROWS_ALL = ("suffix", "ffwd_out", "null")
+CONTROL_ROWS_SAMPLE = ("ffwd_out_sample", "sa_out", "block_input", "block_output", "ffwd_and_sa_out")
+#: 95% of a normal mean: the figure's intervals are mean +- this many standard errors.
+Z95 = 1.959964
+
+
+def make_controls(metrics: Mapping, mode: str = "heldout") -> Figure:
+    """Mean Hellinger distance from the model by source of next-token counts, with 95% intervals (mean +- 1.96
+    standard errors), on ``mode``'s evaluation prompts (``metrics``: ``metrics/controls.json``). Top: the sources
+    over every string (the suffix counts, ffwd_out, the null) and each other seed of the model; bottom: the
+    vector controls over the sample of strings, with ffwd_out on the same sample. Each row's paired verdict
+    against its ffwd_out reference (the dashed line of its group) is written beside it."""
+    from tinylens.core.controls import LABELS
+
+    data = metrics["modes"][mode]
+    sources = data["sources"]
+    seeds = [k for k in sources if k.startswith("seed")]
+    n_sample = metrics["settings"]["sample_strings"]
+    groups = [("every searched string", [*CONTROL_ROWS_ALL, *seeds], "ffwd_out", "C0"),
+              (f"a sample of {n_sample:,} strings", list(CONTROL_ROWS_SAMPLE), "ffwd_out_sample", "C1")]
+    rows = [(key, group) for group in groups for key in group[1] if key in sources]
+    fig = Figure(figsize=(9, 0.45 * len(rows) + 1.6))
+    ax = fig.subplots()
+    y = np.arange(len(rows))[::-1]
+    for yi, (key, (_, _, _, color)) in zip(y, rows):
+        s = sources[key]
+        label = LABELS.get(key, f"another seed ({key.removeprefix('seed')})")
+        ax.errorbar(s["mean"], yi, xerr=Z95 * s["standard_error"], fmt="o", color=color, capsize=3)
+        if "verdict" in s:  # the sample's ffwd_out against ffwd_out over every string
+            c = s["versus_ffwd_out"]
+            ax.annotate(f"{s['verdict']}: {c['mean_difference']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]",
+                        (1.0, yi), xycoords=("axes fraction", "data"), xytext=(6, 0), textcoords="offset points",
+                        va="center", fontsize=7)
+        ax.text(-0.01, yi, label, transform=ax.get_yaxis_transform(), ha="right", va="center", fontsize=8)
+    for title, _, reference, color in groups:
+        if reference in sources:
+            ax.axvline(sources[reference]["mean"], color=color, ls="--", lw=1,
+                       label=f"{LABELS[reference]}, {title}: {sources[reference]['mean']:.3f}")
+    ax.set_yticks([])
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.set_xlabel("mean Hellinger distance from the model (95% interval)")
+    ax.set_title(f"Sources of next-token counts, {data['n']} evaluation prompts, {MODE_TITLES.get(mode, mode)}\n"
+                 "beside each: the paired verdict against the ffwd_out of its group, difference [95% interval]",
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3, axis="x")
+    return fig

@@ -98,3 +98,12 @@ LOSS_SCHEMA = Schema("loss curve", {
     "step": pa.int64(), "train_loss": pa.float64(), "val_loss": pa.float64(), "lr": pa.float64(),
     "tokens_seen": pa.int64(), "elapsed_s": pa.float64(),
 })
+
+
+# --- the controls of the core claim (core.controls) ---
+
+
+def controls_schema(sources) -> Schema:
+    """Per evaluation prompt of each reported mode, each control's Hellinger distance from the model."""
+    return Schema("controls", {"mode": pa.string(), "prompt_id": pa.int32(),
+                               **{f"hellinger_{s}": pa.float64() for s in sources}})

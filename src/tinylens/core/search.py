@@ -78,6 +78,21 @@ class CountsCSR:
         entries = np.repeat(self.indptr[rows] - indptr[:-1], nnz) + np.arange(indptr[-1])
         return CountsCSR(indptr, self.token[entries], self.count[entries], self.vocab_size)
 
+    def stacked(self, other: CountsCSR) -> CountsCSR:
+        """Two count sets of the same strings side by side: string i's tokens are its tokens here (0..V-1) and
+        its tokens in ``other`` shifted by V (V..2V-1), so one search sums both into ``[... 2V]``: how the torch
+        pass sums the permuted null of method.md §6b beside the real counts (:func:`search_block`'s ``null``)."""
+        n = len(self.indptr) - 1
+        if len(other.indptr) - 1 != n or other.vocab_size != self.vocab_size:
+            raise ValueError("stacked count sets must have the same strings and vocabulary")
+        rows = np.concatenate([np.repeat(np.arange(n), np.diff(self.indptr)),
+                               np.repeat(np.arange(n), np.diff(other.indptr))])
+        order = np.argsort(rows, kind="stable")  # each string's own tokens first, then the other set's
+        indptr = self.indptr + other.indptr
+        token = np.concatenate([self.token, other.token + self.vocab_size])[order]
+        count = np.concatenate([self.count, other.count])[order]
+        return CountsCSR(indptr, token.astype(np.int32), count, 2 * self.vocab_size)
+
     def packed(self) -> np.ndarray:
         """One int64 per string: ``count << 32 | token`` when it has exactly one next token (most
         strings), -1 when it has several (read the CSR), -2 when none. One load instead of three."""
@@ -87,6 +102,18 @@ class CountsCSR:
         first = self.indptr[one]
         code[one] = (self.count[first].astype(np.int64) << 32) | self.token[first].astype(np.int64)
         return code
+
+
+def null_permutation(members: np.ndarray, seed: int) -> np.ndarray:
+    """The null's permutation of the strings (method.md §6b): the searched strings (``members``) shuffled among
+    themselves by a generator of ``seed``, every other string fixed. String i's null next-token counts are
+    string ``perm[i]``'s real ones (``counts.take(perm)``). It depends on the searched set only, so the
+    corpus and paper modes (the same strings) get the same permutation, and the values tuned on the one
+    apply to the other."""
+    searched = np.flatnonzero(np.asarray(members, dtype=bool))
+    perm = np.arange(len(members))
+    perm[searched] = searched[np.random.default_rng(seed).permutation(len(searched))]
+    return perm
 
 
 def rounding_margin(d_model: int) -> float:
@@ -192,7 +219,7 @@ NEAR_EDGE_BATCH = 65536
 
 @numba.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
 def _settle_near_edge(near, n, rows, p0, s0, prompts, strings, p_norms, s_norms, edges, code, indptr, token, count,
-                      matches, flat):  # pragma: no cover - compiled
+                      matches, flat, code2, indptr2, token2, count2, flat2):  # pragma: no cover - compiled
     """Decide in float64 the ``n`` pairs of a tile that lie near an edge (``near``: keys
     ``column * rows + row``), in string order (the string rows are read in ascending addresses).
 
@@ -200,8 +227,13 @@ def _settle_near_edge(near, n, rows, p0, s0, prompts, strings, p_norms, s_norms,
     costs atomic reference-count updates, which made each re-check about 650 ns at d_model 384, as
     much as all the other pairs' binning together. Summed in any order (fastmath, vectorised): its
     rounding, about d_model 2**-53, is far inside the float32 margin that sends a pair here, and the
-    brute force's BLAS sums in an order of its own."""
+    brute force's BLAS sums in an order of its own.
+
+    ``code2``, ``indptr2``, ``token2``, ``count2``, ``flat2``: the second count set (the permuted null of method.md
+    §6b, as :meth:`CountsCSR.packed` and its CSR, rows in the strings' order), summed for the same matches; empty
+    ``code2``: none."""
     vocab, d_model = flat.shape[1] // matches.shape[1], prompts.shape[1]
+    second = len(code2) > 0
     keys = near[:n]
     keys.sort()
     for key in keys:
@@ -224,12 +256,20 @@ def _settle_near_edge(near, n, rows, p0, s0, prompts, strings, p_norms, s_norms,
         elif x == -1:
             for e in range(indptr[q], indptr[q + 1]):
                 flat[r, k * vocab + token[e]] += count[e]
+        if second:
+            x = code2[q]
+            if x >= 0:
+                flat2[r, k * vocab + (x & 0xFFFFFFFF)] += x >> 32
+            elif x == -1:
+                for e in range(indptr2[q], indptr2[q + 1]):
+                    flat2[r, k * vocab + token2[e]] += count2[e]
 
 
 @numba.njit(nogil=True, cache=True)
 def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_inverse, start, inv_step,
               margin_bins, edges, dense_limit, single_token, single_count, several, code, indptr, token, count,
-              matches, summed, cand, kbuf, near):  # pragma: no cover - compiled
+              matches, summed, cand, kbuf, near, code2, indptr2, token2, count2, single_token2, single_count2,
+              several2, summed2):  # pragma: no cover - compiled
     """Bin one tile [rows width] (rows = prompts p0.., columns = strings s0..): ``tile`` is the float32
     product of the float32 unit prompts and the raw string vectors, so an entry's cosine is its value
     times the string's float64 inverse norm (``s_inverse``), within :func:`rounding_margin`.
@@ -249,18 +289,28 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
     in L1, flushed once per row. Entries within ``margin_bins`` of an edge are set aside (``near``:
     int64 scratch, as long as the caller likes) and decided in float64 by :func:`_settle_near_edge`
     when it fills and at the end of the tile. ``cand``, ``kbuf``: int32 scratch >= width.
+
+    A second count set (``code2`` not empty: the permuted null of method.md §6b) is summed into ``summed2`` for the
+    same matches and bins, each way the first is: its packed codes ``code2``, its one-token arrays
+    ``single_token2``/``single_count2``, the strings whose second counts have several tokens ``several2`` (read from
+    its own CSR ``indptr2``/``token2``/``count2``, rows in the strings' order, so it is read as the first set's is).
+    The matches, bins and float64 re-checks are shared: no second similarity pass.
     """
     rows, width = tile.shape
     n_bins, vocab = summed.shape[1], summed.shape[2]
     spare, near_edge = n_bins, n_bins + 1
     flat = summed.reshape(rows, n_bins * vocab)
+    second = len(code2) > 0
+    flat2 = summed2.reshape(summed2.shape[0], summed2.shape[1] * summed2.shape[2])
     # per-row tables of dense rows; their bins n_bins (below the lowest edge) and n_bins + 1 (near an
     # edge: decided later) are never read
     local_m = np.zeros(n_bins + 2, dtype=matches.dtype)
     local_c = np.zeros((n_bins + 2) * vocab, dtype=summed.dtype)
+    local_c2 = np.zeros((n_bins + 2) * vocab if second else 0, dtype=summed.dtype)
     s_thr, s_inv = s_threshold[s0 : s0 + width], s_inverse[s0 : s0 + width]
     top = np.float64(n_bins - 1)
     several_lo, several_hi = np.searchsorted(several, s0), np.searchsorted(several, s0 + width)
+    several2_lo, several2_hi = np.searchsorted(several2, s0), np.searchsorted(several2, s0 + width)
     n_near = 0
     for r in range(rows):
         row = tile[r]
@@ -279,7 +329,8 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
                     n_near += 1
                     if n_near == len(near):
                         _settle_near_edge(near, n_near, rows, p0, s0, prompts, strings, p_norms, s_norms, edges,
-                                          code, indptr, token, count, matches, flat)
+                                          code, indptr, token, count, matches, flat, code2, indptr2, token2, count2,
+                                          flat2)
                         n_near = 0
                     continue
                 k = min(int(np.ceil(u)) - 1, n_bins - 1)  # bin (edge_k, edge_k+1]; the last is open
@@ -293,6 +344,13 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
                 elif x == -1:
                     for e in range(indptr[q], indptr[q + 1]):
                         flat[r, k * vocab + token[e]] += count[e]
+                if second:
+                    x = code2[q]
+                    if x >= 0:
+                        flat2[r, k * vocab + (x & 0xFFFFFFFF)] += x >> 32
+                    elif x == -1:
+                        for e in range(indptr2[q], indptr2[q + 1]):
+                            flat2[r, k * vocab + token2[e]] += count2[e]
             continue
         for j in range(width):  # (1)
             u = (np.float64(row[j]) * s_inv[j] - start) * inv_step
@@ -308,7 +366,7 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
             n_near += 1
             if n_near == len(near):
                 _settle_near_edge(near, n_near, rows, p0, s0, prompts, strings, p_norms, s_norms, edges, code,
-                                  indptr, token, count, matches, flat)
+                                  indptr, token, count, matches, flat, code2, indptr2, token2, count2, flat2)
                 n_near = 0
         for i in range(several_lo, several_hi):  # (2) strings with several next tokens: counts from the CSR
             q = several[i]
@@ -316,18 +374,35 @@ def _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_i
             if k < n_bins:
                 for e in range(indptr[q], indptr[q + 1]):
                     local_c[k * vocab + token[e]] += count[e]
-        for j in range(width):  # (3)
-            k = kbuf[j]
-            local_m[k] += 1
-            local_c[k * vocab + single_token[s0 + j]] += single_count[s0 + j]
+        if second:  # (3), with the second count set's one next token in the same pass
+            for j in range(width):
+                k = kbuf[j]
+                local_m[k] += 1
+                local_c[k * vocab + single_token[s0 + j]] += single_count[s0 + j]
+                local_c2[k * vocab + single_token2[s0 + j]] += single_count2[s0 + j]
+        else:
+            for j in range(width):  # (3)
+                k = kbuf[j]
+                local_m[k] += 1
+                local_c[k * vocab + single_token[s0 + j]] += single_count[s0 + j]
         for k in range(n_bins):
             matches[r, k] += local_m[k]
         local_m[:] = 0
         for cell in range(n_bins * vocab):
             flat[r, cell] += local_c[cell]
         local_c[:] = 0
+        if second:  # (2) and (3) of the second count set, for the same bins
+            for i in range(several2_lo, several2_hi):
+                q = several2[i]
+                k = kbuf[q - s0]
+                if k < n_bins:
+                    for e in range(indptr2[q], indptr2[q + 1]):
+                        local_c2[k * vocab + token2[e]] += count2[e]
+            for cell in range(n_bins * vocab):
+                flat2[r, cell] += local_c2[cell]
+            local_c2[:] = 0
     _settle_near_edge(near, n_near, rows, p0, s0, prompts, strings, p_norms, s_norms, edges, code, indptr, token,
-                      count, matches, flat)
+                      count, matches, flat, code2, indptr2, token2, count2, flat2)
 
 
 # ---------------------------------------------------------------- the torch pass (any device)
@@ -382,7 +457,7 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
                  members: np.ndarray | None = None, *, device: torch.device | str = "cpu",
                  binner: str | None = None, threads: int | None = None, prompt_chunk: int | None = None,
                  string_chunk: int | None = None, dense_fraction: float = 0.3, progress: bool = False,
-                 desc: str = "search") -> tuple[np.ndarray, np.ndarray]:
+                 desc: str = "search", null: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """Binned matches of every prompt against every string, for one block.
 
     prompts: [n_prompts d_model], strings: [n_strings d_model] (float32 activations);
@@ -394,7 +469,10 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
     candidates is binned entry by entry without branches rather than candidate by candidate (0: every
     row, above 1: none; 0.3: as fast as the best of 0.1-0.5 on blocks of paper_short's activations, 87%
     and fewer pairs above the lowest edge, and of the small preset's, 9%, at d_model 64 and 384).
-    Returns ``(bin_matches [n_prompts n_bins], bin_counts [n_prompts n_bins vocab])``, int64.
+    Returns ``(bin_matches [n_prompts n_bins], bin_counts [n_prompts n_bins vocab])``, int64. ``null``: a
+    permutation of the strings that maps searched strings to searched strings (:func:`null_permutation`); with it
+    the same pass also sums string ``null[i]``'s counts where string i matches (the permuted null of method.md §6b)
+    and a third array, those sums, is returned.
     """
     device = torch.device(device)
     binner = binner or ("compiled" if device.type == "cpu" else "torch")
@@ -414,9 +492,16 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
     prompts = np.ascontiguousarray(prompts, dtype=np.float32)
     strings = np.ascontiguousarray(strings, dtype=np.float32)
     threads = max(1, threads or torch.get_num_threads())
+    perm = None if null is None else np.asarray(null, dtype=np.int64)
     if members is not None and not np.all(members):  # the searched strings, contiguous (a copy)
         rows = np.flatnonzero(np.asarray(members, dtype=bool))
         strings, counts = strings[rows], counts.take(rows)
+        if perm is not None:  # the permutation in searched positions
+            position = np.full(len(members), -1, dtype=np.int64)
+            position[rows] = np.arange(len(rows))
+            perm = position[perm[rows]]
+    if perm is not None and (len(perm) != len(strings) or (perm < 0).any()):
+        raise ValueError("the null's permutation must map the searched strings onto themselves (null_permutation)")
     # Everything per string from here on is in searched order: column j of a tile is string s0 + j.
     p_norms, s_norms = _norms(prompts, threads), _norms(strings, threads)
     # float32 unit prompts (a few ulps from the float64 scaling, inside rounding_margin), raw strings: no
@@ -428,8 +513,10 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
     s_threshold = np.nextafter(((start - margin) * s_norms).astype(np.float32), np.float32(-np.inf))
     matches = np.zeros((n_p, n_bins), dtype=np.int64)
     summed = np.zeros((n_p, n_bins, vocab), dtype=np.int64)
+    summed2 = np.zeros((n_p, n_bins, vocab) if perm is not None else (0, 0, 0), dtype=np.int64)
+    result = (matches, summed) if perm is None else (matches, summed, summed2)
     if n_p == 0 or len(strings) == 0:
-        return matches, summed
+        return result
     chunks = list(range(0, n_p, prompt_chunk))
     bar = tqdm(total=len(chunks), disable=not progress, desc=desc, unit="prompt chunk", mininterval=5)
 
@@ -441,6 +528,13 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
             single_token = np.where(code >= 0, code & 0xFFFFFFFF, 0).astype(np.int32)
             single_count = np.where(code >= 0, code >> 32, 0).astype(np.int32)
             several = np.flatnonzero(code == -1)
+            # the second count set: string q's are string perm[q]'s, its CSR rows in the strings' order (read
+            # sequentially, as the first set's is; empty arrays: none)
+            take = perm if perm is not None else np.zeros(0, dtype=np.int64)
+            second = counts.take(take) if perm is not None else CountsCSR(np.zeros(1, dtype=np.int64), counts.token[:0],
+                                                                          counts.count[:0], vocab)
+            code2, single_token2, single_count2 = code[take], single_token[take], single_count[take]
+            several2 = np.flatnonzero(code2 == -1)
             torch_threads = torch.get_num_threads()
             torch.set_num_threads(1)  # each worker multiplies its own tiles on its own core
 
@@ -454,14 +548,18 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
                 # accumulators in cache: 256 prompts x 30 bins x 65 tokens x 4 bytes = 2 MB
                 m_chunk = np.zeros((rows, n_bins), dtype=np.int32)
                 c_chunk = np.zeros((rows, n_bins, vocab), dtype=np.int32)
+                c_chunk2 = np.zeros((rows, n_bins, vocab) if perm is not None else (0, 0, 0), dtype=np.int32)
                 for s0 in range(0, len(strings), string_chunk):
                     tile = _tile_matmul(p_tile, strings_t[:, s0 : s0 + string_chunk]).numpy()
                     _bin_tile(tile, p0, s0, prompts, strings, p_norms, s_norms, s_threshold, s_inverse, start,
                               1.0 / step, margin_bins, edges64, dense_fraction * tile.shape[1], single_token,
                               single_count, several, code, counts.indptr, counts.token, counts.count, m_chunk,
-                              c_chunk, cand, kbuf, near)
+                              c_chunk, cand, kbuf, near, code2, second.indptr, second.token, second.count,
+                              single_token2, single_count2, several2, c_chunk2)
                 matches[p0 : p0 + rows] = m_chunk
                 summed[p0 : p0 + rows] = c_chunk
+                if perm is not None:
+                    summed2[p0 : p0 + rows] = c_chunk2
                 bar.update(1)
 
             try:
@@ -480,24 +578,28 @@ def search_block(prompts: np.ndarray, strings: np.ndarray, counts: CountsCSR, ed
                 "s_threshold": torch.from_numpy(s_threshold).to(device),
                 "s_inverse": torch.from_numpy(s_inverse).to(device), "edges": torch.from_numpy(edges64).to(device),
             }
-            csr = {"indptr": torch.from_numpy(counts.indptr).to(device),
-                   "token": torch.from_numpy(counts.token).to(device).long(),
-                   "count": torch.from_numpy(counts.count).to(device).long()}
+            # the second count set rides along as V more columns of each string's counts (CountsCSR.stacked)
+            both = counts if perm is None else counts.stacked(counts.take(perm))
+            csr = {"indptr": torch.from_numpy(both.indptr).to(device),
+                   "token": torch.from_numpy(both.token).to(device).long(),
+                   "count": torch.from_numpy(both.count).to(device).long()}
             p_dev, s_dev_t = p_unit.to(device), t["strings"].T
             for p0 in chunks:
                 rows = min(prompt_chunk, n_p - p0)
                 m_dev = torch.zeros((rows, n_bins), dtype=torch.int64, device=device)
-                c_dev = torch.zeros((rows, n_bins, vocab), dtype=torch.int64, device=device)
+                c_dev = torch.zeros((rows, n_bins, both.vocab_size), dtype=torch.int64, device=device)
                 for s0 in range(0, len(strings), string_chunk):
                     tile = _tile_matmul(p_dev[p0 : p0 + rows], s_dev_t[:, s0 : s0 + string_chunk])
                     _bin_tile_torch(tile, p0, s0, t["prompts"], t["strings"], t["p_norms"], t["s_norms"],
                                     t["s_threshold"], t["s_inverse"], start, 1.0 / step, margin_bins, t["edges"],
                                     csr, m_dev, c_dev)
                 matches[p0 : p0 + rows] = m_dev.cpu().numpy()
-                summed[p0 : p0 + rows] = c_dev.cpu().numpy()
+                summed[p0 : p0 + rows] = c_dev[..., :vocab].cpu().numpy()
+                if perm is not None:
+                    summed2[p0 : p0 + rows] = c_dev[..., vocab:].cpu().numpy()
                 bar.update(1)
     bar.close()
-    return matches, summed
+    return result
 
 
 def search_block_bruteforce(prompts: np.ndarray, strings: np.ndarray, counts: np.ndarray, edges: np.ndarray,
@@ -536,21 +638,36 @@ def cumulative(binned: np.ndarray, axis: int, out: np.ndarray | None = None) -> 
 
 
 def search_prompts(prompt_blocks: Sequence[np.ndarray], string_blocks, counts: CountsCSR, edges: np.ndarray,
-                   members: np.ndarray | None = None, progress: bool = True, **options) -> tuple[np.ndarray, np.ndarray]:
+                   members: np.ndarray | None = None, progress: bool = True, null: np.ndarray | None = None,
+                   **options) -> tuple[np.ndarray, ...]:
     """All blocks: ``string_blocks`` is a callable ``block -> [n_strings d_model]`` array, so only one
     block's strings are in memory at a time; ``options`` go to :func:`search_block` (device,
     threads, chunks). Returns ``(matches [prompts blocks bins], counts [prompts blocks bins vocab])`` as
-    uint32 (what the summary stores), filled block by block: one block's int64 result is the only copy."""
+    uint32 (what the summary stores), filled block by block: one block's int64 result is the only copy; with
+    ``null`` (:func:`search_block`) also the second count set's sums, as a third array."""
     n_p, n_b, n_bins = len(prompt_blocks[0]), len(prompt_blocks), len(edges)
     matches = np.zeros((n_p, n_b, n_bins), dtype=np.uint32)
-    summed = np.zeros((n_p, n_b, n_bins, counts.vocab_size), dtype=np.uint32)
+    sums = [np.zeros((n_p, n_b, n_bins, counts.vocab_size), dtype=np.uint32) for _ in range(1 if null is None else 2)]
     for b, p in enumerate(prompt_blocks):
-        m, c = search_block(p, string_blocks(b), counts, edges, members, progress=progress, desc=f"block {b}",
-                            **options)
-        if max(m.max(initial=0), c.max(initial=0)) >= 2**32:
+        m, *cs = search_block(p, string_blocks(b), counts, edges, members, progress=progress, desc=f"block {b}",
+                              null=null, **options)
+        if max(m.max(initial=0), *(c.max(initial=0) for c in cs)) >= 2**32:
             raise OverflowError("binned counts exceed uint32")
-        matches[:, b], summed[:, b] = m, c
-    return matches, summed
+        matches[:, b] = m
+        for out, c in zip(sums, cs):
+            out[:, b] = c
+    return (matches, *sums)
+
+
+def search_prompts_with_null(prompt_blocks: Sequence[np.ndarray], string_blocks, counts: CountsCSR, edges: np.ndarray,
+                             members: np.ndarray | None, null_seed: int, **options
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`search_prompts`, and in the same pass the permuted null of method.md §6b: the sums of the strings'
+    next-token counts permuted among the searched strings (:func:`null_permutation` of ``null_seed``). Returns
+    ``(matches, counts, null_counts)``; the matches are the null's too (the same strings match)."""
+    members_ = np.ones(len(counts.indptr) - 1, dtype=bool) if members is None else np.asarray(members, dtype=bool)
+    return search_prompts(prompt_blocks, string_blocks, counts, edges, members,
+                          null=null_permutation(members_, null_seed), **options)
 
 
 def write_summary(path, prompt_ids: np.ndarray, matches: np.ndarray, counts: np.ndarray) -> None:

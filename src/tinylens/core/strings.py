@@ -114,8 +114,12 @@ def save_strings(path: str | Path, table: StringTable) -> None:
     })
 
 
-def load_strings(path: str | Path, vocab_size: int) -> StringTable:
+def load_strings(path: str | Path, vocab_size: int, rows: np.ndarray | None = None) -> StringTable:
+    """The string table, or only its ``rows`` (in that order; the Python strings and the count matrices are made
+    for those rows only)."""
     t = read_table(path, strings_schema(vocab_size))
+    if rows is not None:
+        t = t.take(np.asarray(rows, dtype=np.int64))
     return StringTable(
         strings=t["string"].to_pylist(),
         occurrences=t["occurrences"].to_numpy(),
@@ -224,6 +228,20 @@ def prompt_shard(n_prompts: int, n_shards: int, shard: int) -> np.ndarray:
         raise ValueError(f"{n_shards} search shards for {n_prompts} prompts would leave shards empty; "
                          "lower the preset's analysis.search_shards")
     return np.array_split(np.arange(n_prompts), n_shards)[shard - 1]
+
+
+def load_string_names(path: str | Path, vocab_size: int) -> tuple[list[str], np.ndarray]:
+    """The string table's strings and whether each occurs in the train text, without its count matrices (the
+    jobs that only look strings up: decoding the counts costs 2-4 CPU-s at the full text, these two columns 0.1)."""
+    t = read_table(path, strings_schema(vocab_size), columns=["string", "in_train"])
+    return t["string"].to_pylist(), t["in_train"].to_numpy(zero_copy_only=False)
+
+
+def count_strings(path: str | Path) -> int:
+    """Rows of the string table, from its footer."""
+    import pyarrow.parquet as pq
+
+    return pq.read_metadata(path).num_rows
 
 
 def save_prompts(path: str | Path, prompts: dict[str, list]) -> None:

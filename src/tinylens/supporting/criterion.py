@@ -252,8 +252,9 @@ def aligned_end_of_model(settings: CriterionSettings, prompt_ids: np.ndarray, st
 
 def criterion_by_block(alone: np.ndarray, ffwd: list[np.ndarray], directions: dict[int, np.ndarray],
                        prompt_ids: np.ndarray, vocab: Sequence[str], k: int, settings: CriterionSettings,
-                       converged: dict[int, np.ndarray] | None = None) -> tuple[dict[str, list], dict[str, dict]]:
-    """The criterion for every block and subspace variant whose stage was learned.
+                       converged: dict[int, np.ndarray] | None = None,
+                       variants: Sequence[str] = SUBSPACE_VARIANTS) -> tuple[dict[str, list], dict[str, dict]]:
+    """The criterion for every block and subspace variant (of ``variants``) whose stage was learned.
 
     alone: ``[prompt block vocab]`` each block's approximation alone (integer counts); ffwd: per block
     ``[prompt d_model]``; directions: stage -> ``[vocab d_model]``; converged: stage -> ``[vocab]`` whose
@@ -268,7 +269,7 @@ def criterion_by_block(alone: np.ndarray, ffwd: list[np.ndarray], directions: di
     for b in range(n_layer):
         blocks[str(b)] = {}
         order = descending_order(alone[:, b])
-        for variant in SUBSPACE_VARIANTS:
+        for variant in variants:
             stage = stage_for(b, variant, n_layer, directions)
             if stage is None:
                 continue

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinylens.core.approx import approximate, hellinger, split_masks, tune
+from tinylens.core.approx import split_masks, tune_and_evaluate
 from tinylens.measures import standard_error
 from tinylens.wording import get, num
 
@@ -145,19 +145,6 @@ def count_entries(next_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     """``(string, token, count)`` of the nonzero entries of ``next_counts [strings vocab]``."""
     string, token = np.nonzero(np.asarray(next_counts))
     return string, token, np.asarray(next_counts)[string, token]
-
-
-def tune_and_evaluate(above: np.ndarray, q: np.ndarray, splits: np.ndarray, init: np.ndarray, rounds: int
-                      ) -> tuple[dict, np.ndarray]:
-    """Tune thresholds and weights on the tuning prompts (:func:`tinylens.core.approx.tune`); return the tuned
-    ``{"thresholds": indices, "weights", "tune_mean_hellinger"}`` and the Hellinger distance of every
-    evaluation prompt. above: ``[prompts blocks edges vocab]``, q: ``[prompts vocab]``."""
-    masks = split_masks(splits)
-    tuned = tune(above[masks["tune"]], q[masks["tune"]], init, rounds=rounds, progress=False)
-    p, _ = approximate(above[masks["eval"]], tuned.thresholds, tuned.weights)
-    return ({"thresholds": [int(k) for k in tuned.thresholds], "weights": [round(float(w), 6) for w in tuned.weights],
-             "tune_mean_hellinger": round(float(tuned.mean_hellinger), 6)},
-            hellinger(p, q[masks["eval"]]))
 
 
 def paired_comparison(variant: np.ndarray, default: np.ndarray, z: float = 2.0) -> dict:

@@ -38,10 +38,18 @@ def criterion_section(per_mode: Mapping[str, Mapping], n_blocks: int) -> dict:
     comparison = {}
     for mode, s in per_mode.items():
         rows = []
+        own, thresholds = s.get("block_alone", {}), s.get("thresholds", {})  # criterion files of earlier runs have none
         for b in reversed(range(n_blocks)):
             entry = s["blocks"][str(b)]
             row = {"block": b, "paper_end_of_model": published.CRITERION_END_OF_MODEL.get(b),
                    "paper_same_stage": published.CRITERION_SAME_STAGE.get(b)}
+            # at the threshold tuned for the block alone (method.md §6b), beside the joint tuning's rates below
+            alone = own.get(str(b), {}).get("end_of_model", {})
+            if "rate_abs" in alone:
+                row["joint_threshold"], row["block_alone_threshold"] = (thresholds[k][b] for k in ("joint", "block_alone"))
+                row["end_of_model_abs_block_alone"] = alone["rate_abs"]
+                row["end_of_model_used_block_alone"] = alone["used"]
+                row["end_of_model_permutation_null_abs_block_alone"] = alone["permutation_null_abs"]["mean"]
             for variant in ("end_of_model", "same_stage"):
                 e = entry.get(variant)
                 if e is None or "rate_abs" not in e:
@@ -298,7 +306,7 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
     larger = sum(f > s for f, s in zip(ffwd, sa))
     out.append(f"Removing a block's feed-forward term moves the next-token distribution more than removing its "
                f"attention term in {larger} of {len(blocks)} blocks (mean Hellinger, the paper's one-token "
-               f"variant, {mode} prompts; block 0: {num(ffwd[0], 2)} against {num(sa[0], 2)}).")
+               f"variant, {mode} prompts; block 1: {num(ffwd[0], 2)} against {num(sa[0], 2)}).")
     rows = get(doc, "criterion", "comparison", mode)
     last = next((r for r in rows if "end_of_model_abs" in r), None)
     if last is not None:
@@ -307,9 +315,18 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
         relation = "above" if rate > null + 2 * sd else "below" if rate < null - 2 * sd else "within two standard deviations of"
         used, left_out = get(last, "end_of_model_used"), get(last, "end_of_model_excluded_unconverged")
         out.append(f"The criterion (every top token within the first half by |cos|) holds for {num(rate, 3)}% of the "
-                   f"{num(used)} prompts at block {get(last, 'block')} with end-of-model subspaces ({num(left_out)} "
+                   f"{num(used)} prompts at block {get(last, 'block') + 1} with end-of-model subspaces ({num(left_out)} "
                    f"left out for a top token whose subspace did not converge), {relation} its permutation "
                    f"null ({num(null, 3)}% +- {num(sd, 2)}).")
+    own = sorted((r for r in rows if "end_of_model_abs_block_alone" in r), key=lambda r: get(r, "block"))
+    if own:  # criterion files of earlier runs have no block-alone rates
+        out.append(f"At each block's own best threshold (where the block alone approximates the model best on the "
+                   f"tuning prompts: {', '.join(num(get(r, 'block_alone_threshold')) for r in own)}) instead of the "
+                   f"jointly tuned one ({', '.join(num(get(r, 'joint_threshold')) for r in own)}), the criterion holds "
+                   f"for " + ", ".join(f"{num(get(r, 'end_of_model_abs_block_alone'), 3)}%" for r in own)
+                   + f" of the {mode} prompts at blocks {get(own[0], 'block') + 1} to {get(own[-1], 'block') + 1} "
+                   f"(at the joint thresholds: " + ", ".join(f"{num(get(r, 'end_of_model_abs'), 3)}%" for r in own)
+                   + ", end-of-model subspaces).")
     ratio = get(doc, "token_subspaces", "a_at_ln_f_input", "sigma_ratio")
     if ratio is not None:
         bound = published.SUBSPACE_SIGMA_RATIO["sigma_ratio_more_than"]
