@@ -331,8 +331,9 @@ def test_the_previous_token_head_must_form_in_or_before_the_window():
 
     early = previous_token_test(steps, rising_at(120.0), se, 0.06, window, SETTINGS)
     assert early["pass"] and early["window"]["peak"] < window["start"]
-    late = previous_token_test(steps, rising_at(900.0), se, 0.06, window, SETTINGS)
-    assert not late["pass"] and not late["in_or_before_window"]
+    # formed early by min_rise, but its own sharpest rise comes after the window: not the circuit's first half
+    late = previous_token_test(steps, 0.3 * (rising_at(100.0) - 0.06) + rising_at(900.0), se, 0.06, window, SETTINGS)
+    assert late["formed"] and not late["in_or_before_window"] and not late["pass"]
     flat = previous_token_test(steps, np.full(len(steps), 0.06), se, 0.06, window, SETTINGS)
     assert not flat["pass"] and not flat["formed"]
 
