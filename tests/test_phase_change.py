@@ -209,7 +209,7 @@ def _fixed_distance_scores(model: AttentionOnly, periods, context: int = 64) -> 
                              for _ in range(16)]).astype(np.int64) for p in periods}
     text = rng.integers(0, 65, size=(4, context + 1))
     probes = Probes(val=text, mixture=text, final=text, repeated=repeated, unigram=np.full(65, 1 / 65))
-    ps = ProbeSettings(val_windows=4, final_windows=4, energy_windows=2, probe_periods=tuple(periods), sequences=16,
+    ps = ProbeSettings(val_windows=4, mixture_windows=4, final_windows=4, energy_windows=2, probe_periods=tuple(periods), sequences=16,
                        exclude=5, early_band=(4, 10), late_band=(40, 62), single_positions=(6, 62),
                        baseline_samples=2, seed=0)
     _, heads, _ = measure(model, probes, ps, final=False)
@@ -278,12 +278,14 @@ def test_ablation_zeroes_exactly_the_named_head():
     assert all(abs(rows[k]["ablation_raise"]) > 1e-3 for k in ((0, 0), (0, 1), (1, 1)))
 
 
-def test_ablation_test_needs_the_best_head_and_not_the_control():
+def test_ablation_test_needs_the_best_head_beyond_the_control():
     from tinylens.phase_change.detect import ablation_test
 
     assert ablation_test((0.5, 0.05), (0.01, 0.05), 3.0)["pass"]
-    assert not ablation_test((0.5, 0.05), (0.5, 0.05), 3.0)["pass"]  # the control matters as much: not specific
-    assert not ablation_test((0.1, 0.05), (0.0, 0.05), 3.0)["pass"]  # z = 2 < 3
+    specific = ablation_test((2.5, 0.05), (0.4, 0.02), 3.0)  # the control raises it too, far less: specific
+    assert specific["pass"] and specific["control_raises_by_z"]
+    assert not ablation_test((0.5, 0.05), (0.4, 0.05), 3.0)["pass"]  # the control matters nearly as much (z 1.4)
+    assert not ablation_test((0.1, 0.05), (0.0, 0.01), 3.0)["pass"]  # z = 2 < 3
     assert not ablation_test((0.5, 0.05), None, 3.0)["pass"]
 
 
@@ -338,15 +340,20 @@ def test_the_previous_token_head_must_form_in_or_before_the_window():
     assert not flat["pass"] and not flat["formed"]
 
 
-def test_k_composition_must_rise_across_the_window_beyond_random_heads():
-    from tinylens.phase_change.detect import composition_test
+def test_k_composition_rise_and_level_against_random_heads():
+    from tinylens.phase_change.detect import composition_tests
 
     window = {"start_index": 2, "end_index": 5}
-    std = np.full(8, 0.01)
+    std, mean = np.full(8, 0.01), np.full(8, 0.1)
     rising = np.array([0.1, 0.1, 0.1, 0.12, 0.18, 0.25, 0.26, 0.26])
-    assert composition_test(rising, np.full(8, 0.1), std, window, 3.0)["pass"]  # rise 0.15 = 15 std
-    assert not composition_test(rising * 0 + 0.1 + 0.02 * (np.arange(8) > 3), np.full(8, 0.1), std, window, 3.0)["pass"]
-    assert not composition_test(None, None, None, window, 3.0)["pass"]
+    rise, level = composition_tests(rising, mean, std, window, 3.0)
+    assert rise["pass"] and rise["z"] == pytest.approx(15) and level["pass"] and level["z"] == pytest.approx(15)
+    early = np.array([0.1, 0.3, 0.3, 0.3, 0.29, 0.29, 0.29, 0.29])  # composed before the window, level after
+    rise, level = composition_tests(early, mean, std, window, 3.0)
+    assert not rise["pass"] and level["pass"]
+    rise, level = composition_tests(mean + 0.02, mean, std, window, 3.0)  # 2 std above random heads
+    assert not rise["pass"] and not level["pass"]
+    assert not any(t["pass"] for t in composition_tests(None, None, None, window, 3.0))
 
 
 def test_nonconvex_stretches_count_each_bump_beyond_the_noise():
@@ -386,13 +393,33 @@ def test_a_rule_test_that_passes_in_every_control_is_named():
 
     runs = {"main": {"seeds": {"0": seed(set())}}, "one_layer": {"seeds": {"0": seed({"prefix_matching"}),
                                                                           "1": seed({"k_composition"})}}}
+    runs["main"]["seeds"]["1"] = seed({"copying"})
     report = rule_report(runs, "main", ["prefix_matching", "copying"])
     assert report["fails_in_controls"]["prefix_matching"] == ["one_layer/0"]
+    assert report["fails_in_reference"]["copying"] == ["main/1"]
     assert report["rule_tests_never_failing"] == ["copying"]
     assert report["descriptive_tests_failing"] == ["k_composition"]
     assert verdict(seed({"copying"})["tests"], ["prefix_matching"]) and not verdict(seed({"copying"})["tests"], TESTS)
     with pytest.raises(ValueError, match="names tests"):
         verdict({}, ["prefix_matching"])
+
+
+def test_the_sensitivity_grid_moves_the_thresholds():
+    """A best head 0.5 above the uniform head's: detected at min_rise 0.05 and 0.3, not at 0.6; a z of 1000
+    fails it too."""
+    from tinylens.phase_change.summary import VerdictSettings, sensitivity
+
+    c = hand_built(300.0)
+    n = len(c["step"])
+    evidence = {"settings": {"context": 64}, "curves": c, "uniform": {25: UNIFORM}, "periods": [25],
+                "head": {"prefix_matching": {25: c["prefix_matching"]}, "prefix_matching_se": {25: c["prefix_matching_se"]},
+                         "copying": c["copying"], "ablation": (1.0, 0.01)},
+                "control_ablation": (0.0, 0.01), "previous": None, "pair": None, "best": (1, 0)}
+    assert n > 3
+    grid = sensitivity({"main": {0: evidence}}, SETTINGS,
+                       VerdictSettings(rule=["prefix_matching"], sensitivity={"min_rise": [0.05, 0.3, 0.6], "z": [3, 1000]}))
+    assert [(r["min_rise"], r["z"], r["detected_seeds"]["main"]) for r in grid] == [
+        (0.05, 3, 1), (0.05, 1000, 0), (0.3, 3, 1), (0.3, 1000, 0), (0.6, 3, 0), (0.6, 1000, 0)]
 
 
 def test_checkpoints_are_dense_enough_to_locate_a_window_within_ten_percent():
@@ -531,10 +558,13 @@ def test_controls_and_energy_figures_draw_every_run():
 def _seed_entry(detected: bool, layers: int, prefix: float) -> dict:
     band = {"start": 0.4, "end": 0.41, "change": 0.01, "change_se": 0.05, "moves": "no change"}
     single = {"start": 0.5, "end": 0.3, "change": -0.2, "change_se": 0.05, "moves": "falls"}
-    tests = {"ablation": {"best_raise": 1.5, "best_z": 12.0, "control_raise": 0.01, "control_z": 0.5, "pass": True},
+    tests = {"ablation": {"best_raise": 1.5, "best_z": 12.0, "control_raise": 0.01, "control_z": 0.5,
+                          "difference_z": 10.0, "pass": True},
              "previous_token_head": {"window": {"start": 100.0, "peak": 150, "end": 250.0}, "pass": True},
              "k_composition": {"start": 0.1, "end": 0.3, "rise": 0.2, "baseline_mean": 0.08, "baseline_std": 0.01,
-                               "z": 20.0, "other_pairs_rise_median": 0.01, "pass": True}}
+                               "z": 20.0, "other_pairs_rise_median": 0.01, "pass": True},
+             "k_composition_above_random": {"end": 0.3, "baseline_mean": 0.08, "baseline_std": 0.01, "z": 22.0,
+                                            "pass": True}}
     return {"phase_change_detected": detected, "tests": tests,
             "window": {"start": 300.0, "peak": 400, "end": 600.0, "peak_tokens": 819200},
             "best_head": {"layer": layers - 1, "head": 2, "probe_periods": [25, 29], "control_head": 0,
@@ -561,8 +591,9 @@ def _summary_document(detected: bool) -> dict:
                           "peak_tokens": runs[name]["peak_tokens"]}
     return {"runs": runs, "reference": "main", "detect": {"z": 3.0},
             "detected": {n: f"{r['detected_seeds']} of 2" for n, r in runs.items()},
-            "verdict_rule": {"rule": ["prefix_matching", "ablation"], "descriptive": ["copying"],
-                             "rule_tests_never_failing": [], "descriptive_tests_failing": []},
+            "verdict_rule": {"rule": ["prefix_matching", "ablation"], "descriptive": ["copying", "k_composition"],
+                             "rule_tests_never_failing": [], "descriptive_tests_failing": ["k_composition"],
+                             "fails_in_reference": {"copying": [], "k_composition": ["main/1"]}},
             "dose": [point("main")], "width": [point("main")],
             "icl_search": {"head_forms_and_natural_icl_falls": []},
             "second_dataset": {"runs": {}, "reference_peak_tokens": runs["main"]["peak_tokens"]},
@@ -580,7 +611,8 @@ def test_findings_wording_follows_the_detection():
     assert "the best head (layer 2, head 3) ends at 0.3 at period 25 (uniform 0.03)" in found  # from 1 in words
     assert "zeroing that head raises the second copy's loss by 1.5 nats (z = 12), zeroing head 1 of its layer" in found
     assert "1 layer (one_layer): 0 of 2 seeds, best head 0.035 (uniform 0.03)" in found
-    assert "Descriptive only (they pass in every control): copying." in found
+    assert "Descriptive only, as they pass in every control seed: copying." in found
+    assert "Descriptive, as they fail in the reference's own seeds: k composition (1 of 2)." in found
     assert "the reference is detected in 2 of 2 seeds; one_layer in 0 to 1." in found
     assert "Olsson et al.'s single-position form falls (-0.2 +- 0.05)" in found
     assert "In none of the repeated fractions run (1) does the head form" in found

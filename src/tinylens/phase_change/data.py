@@ -88,14 +88,15 @@ def mixture_windows(ids: np.ndarray, n: int, length: int, mixture: MixtureSettin
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    """The fixed probes (config ``phase_change.probes``): ``val_windows`` natural and mixture validation
-    windows per checkpoint, ``final_windows`` for the final ICL score, ``energy_windows`` for the
+    """The fixed probes (config ``phase_change.probes``): ``val_windows`` natural and ``mixture_windows``
+    mixture validation windows per checkpoint, ``final_windows`` for the final ICL score, ``energy_windows`` for the
     interaction energy, ``sequences`` random-token sequences per probe period, tokens not among the
     ``exclude`` most or least frequent, the ICL bands (0-based, inclusive) and single positions,
     ``baseline_samples`` random head pairs of the K-composition baseline, ``seed`` (one for every run:
     the probes never depend on the seed being measured)."""
 
     val_windows: int
+    mixture_windows: int
     final_windows: int
     energy_windows: int
     probe_periods: tuple[int, ...]
@@ -168,7 +169,7 @@ def make_probes(train_ids: np.ndarray, val_ids: np.ndarray, vocab_size: int, con
         repeated[p] = np.stack([tiled(s, context + 1) for s in segments]).astype(np.int64)
     return Probes(
         val=windows(val_ids, settings.val_windows, context + 1, settings.seed + 1),
-        mixture=mixture_windows(mixture_source(val_ids, mixture), settings.val_windows, context + 1, mixture,
+        mixture=mixture_windows(mixture_source(val_ids, mixture), settings.mixture_windows, context + 1, mixture,
                                 np.random.default_rng(settings.seed + 2)),
         final=windows(val_ids, settings.final_windows, context + 1, settings.seed + 3),
         repeated=repeated,

@@ -26,7 +26,7 @@ external model's checkpoints):
     the first (mean per-sequence drop below 0);
   - ``icl_training_distribution``: the ICL score on the training distribution is below 0.
 
-  The mechanism's tests (:func:`ablation_test`, :func:`previous_token_test`, :func:`composition_test`)
+  The mechanism's tests (:func:`ablation_test`, :func:`previous_token_test`, :func:`composition_tests`)
   take what a run measured besides the curves. Which tests make the verdict is the caller's rule
   (:func:`verdict`); the others are descriptive.
 - **the loss's non-convexity** (Olsson et al.'s bump): the smoothed loss minus its lower convex envelope in
@@ -289,46 +289,58 @@ def detect(curves: Mapping[str, np.ndarray], uniform, settings: DetectSettings) 
 
 def ablation_test(best: tuple[float, float], control: tuple[float, float] | None, z: float) -> dict:
     """Zeroing the best head's output raises the second-copy loss on the probes by more than ``z`` standard
-    errors (``best``: the raise's mean and standard error over the probe sequences), while zeroing a control
-    head of its layer does not (``control``; None: the layer has no other head, the test cannot pass)."""
+    errors (``best``: the raise's mean and standard error over the probe sequences), and by ``z`` standard
+    errors more than zeroing a control head of its layer does (``control``; the difference's standard error
+    sqrt(se_best^2 + se_control^2), an upper bound for raises paired over the same sequences that correlate
+    positively). None: the layer has no other head, the test cannot pass. ``control_raises_by_z``: the
+    control's own raise clears z (zeroing any head of a trained layer moves the loss somewhat)."""
     b_z = best[0] / max(best[1], 1e-12)
     out = {"best_raise": best[0], "best_raise_se": best[1], "best_z": float(b_z)}
     if control is None:
         return {**out, "control_z": None, "pass": False}
     c_z = control[0] / max(control[1], 1e-12)
+    diff_se = math.hypot(best[1], control[1])
+    d_z = (best[0] - control[0]) / max(diff_se, 1e-12)
     return {**out, "control_raise": control[0], "control_raise_se": control[1], "control_z": float(c_z),
-            "pass": bool(b_z > z and c_z <= z)}
+            "control_raises_by_z": bool(c_z > z), "difference": best[0] - control[0], "difference_se": diff_se,
+            "difference_z": float(d_z), "pass": bool(b_z > z and d_z > z)}
 
 
 def previous_token_test(steps: np.ndarray, score: np.ndarray, se: np.ndarray, uniform: float, window: Mapping,
                         settings: DetectSettings) -> dict:
-    """A previous-token head forms in or before the induction window: at the window's end its score exceeds
-    a uniform head's by more than ``min_rise`` and by ``z`` standard errors, and the peak of its own rise
-    (:func:`rise_window`) is no later than the window's end. ``window``: :func:`detect`'s."""
+    """A previous-token head forms in or before the induction window: at the window's end (the first
+    checkpoint at or after it, where every test is read) its score exceeds a uniform head's by more than
+    ``min_rise`` and by ``z`` standard errors, and the peak of its own rise (:func:`rise_window`) is no later
+    than that checkpoint. ``window``: :func:`detect`'s."""
     steps = np.asarray(steps, np.float64)
     i1 = _at_or_after(steps, window["end"])
     own = rise_window(steps, score, settings.smooth_decades)
     rise = float(score[i1] - uniform)
     formed = rise > settings.min_rise and rise > settings.z * se[i1]
+    in_time = own["peak"] <= steps[i1]
     return {"window": own, "end": float(score[i1]), "end_se": float(se[i1]), "uniform": uniform,
             "above_uniform": rise, "z": rise / max(float(se[i1]), 1e-12), "formed": bool(formed),
-            "in_or_before_window": bool(own["peak"] <= window["end"]),
-            "pass": bool(formed and own["peak"] <= window["end"])}
+            "in_or_before_window": bool(in_time), "pass": bool(formed and in_time)}
 
 
-def composition_test(score: np.ndarray | None, baseline_mean: np.ndarray | None, baseline_std: np.ndarray | None,
-                     window: Mapping, z: float) -> dict:
-    """The K-composition score between the previous-token head and the induction head rises across the
-    window by more than ``z`` standard deviations of the score between random heads (its baseline, method.md
-    §9). None: the heads are not in two layers (no composition), the test cannot pass."""
+def composition_tests(score: np.ndarray | None, baseline_mean: np.ndarray | None, baseline_std: np.ndarray | None,
+                      window: Mapping, z: float) -> tuple[dict, dict]:
+    """The K-composition score between the previous-token head and the induction head (method.md §9), in units
+    of the standard deviation of the score between random heads (its baseline): ``k_composition``, it rises
+    across the window by more than ``z`` of them; ``k_composition_above_random``, at the window's end it
+    exceeds the random heads' mean by more than ``z`` of them. None: the heads are not in an earlier and a
+    later layer (no composition), neither test can pass."""
     if score is None:
-        return {"pass": False, "reason": "the two heads are not in an earlier and a later layer"}
+        reason = {"pass": False, "reason": "the two heads are not in an earlier and a later layer"}
+        return dict(reason), dict(reason)
     i0, i1 = window["start_index"], window["end_index"]
+    std = max(float(baseline_std[i1]), 1e-12)
     rise = float(score[i1] - score[i0])
-    z_rise = rise / max(float(baseline_std[i1]), 1e-12)
-    return {"start": float(score[i0]), "end": float(score[i1]), "rise": rise,
-            "baseline_mean": float(baseline_mean[i1]), "baseline_std": float(baseline_std[i1]),
-            "z": z_rise, "pass": bool(z_rise > z)}
+    above = float(score[i1] - baseline_mean[i1])
+    common = {"start": float(score[i0]), "end": float(score[i1]), "baseline_mean": float(baseline_mean[i1]),
+              "baseline_std": float(baseline_std[i1])}
+    return ({**common, "rise": rise, "z": rise / std, "pass": bool(rise / std > z)},
+            {**common, "above_random": above, "z": above / std, "pass": bool(above / std > z)})
 
 
 def verdict(tests: Mapping[str, Mapping], rule: Sequence[str]) -> bool:

@@ -13,7 +13,8 @@ from tinylens.tables import Schema
 
 #: Every test a run's verdict can use (tinylens.phase_change.detect): the curves' and the mechanism's.
 TESTS = ("prefix_matching", "rise_in_window", "window_width", "after_first_checkpoint", "copying",
-         "second_copy_loss_drop", "icl_training_distribution", "ablation", "previous_token_head", "k_composition")
+         "second_copy_loss_drop", "icl_training_distribution", "ablation", "previous_token_head", "k_composition",
+         "k_composition_above_random")
 
 #: Float columns of the curves table measured at every checkpoint.
 CURVE_COLUMNS = ("tokens", "lr", "train_loss", "val_loss", "icl", "icl_se", "icl_single", "icl_single_se",

@@ -25,7 +25,7 @@ from tinylens.phase_change.data import MixtureSettings
 from tinylens.phase_change.detect import (
     DetectSettings,
     ablation_test,
-    composition_test,
+    composition_tests,
     detect,
     nonconvex_stretches,
     previous_token_test,
@@ -218,9 +218,8 @@ def seed_verdict(e: dict, ds: DetectSettings, rule: Sequence[str], full: bool = 
     else:
         tests["previous_token_head"] = {"pass": False, "reason": "a 1-layer model has no earlier layer"}
     pair = e["pair"]
-    tests["k_composition"] = composition_test(*(None,) * 3 if pair is None else
-                                              (pair["k_composition"], pair["baseline_mean"], pair["baseline_std"]),
-                                              w, ds.z)
+    tests["k_composition"], tests["k_composition_above_random"] = composition_tests(
+        *(None,) * 3 if pair is None else (pair["k_composition"], pair["baseline_mean"], pair["baseline_std"]), w, ds.z)
     for name, t in tests.items():
         t["in_rule"] = name in rule
     out = {"phase_change_detected": verdict(tests, rule), "window": w, "tests": tests}
@@ -282,6 +281,7 @@ def run_entry(settings: Mapping, seeds: Mapping[int, dict]) -> dict:
         "setting": _setting(settings),
         "detected_seeds": len(detected), "seeds_run": len(seeds),
         "peak_tokens": mean_se([seeds[s]["window"]["peak_tokens"] for s in detected]),
+        "window_peak_tokens_every_seed": mean_se([r["window"]["peak_tokens"] for r in seeds.values()]),
         "final_prefix_matching": mean_se([r["best_head"]["final_prefix_matching_mean"] for r in seeds.values()]),
         "uniform_prefix_matching": next(iter(seeds.values()))["best_head"]["uniform_prefix_matching_mean"],
         "natural_icl_band_change": mean_se([r["natural_icl_across_window"]["band"]["change"] for r in seeds.values()]),
@@ -321,17 +321,17 @@ def axis(runs: Mapping[str, dict], settings: Mapping[str, Mapping], reference: s
 
 def rule_report(runs: Mapping[str, dict], reference: str, rule: Sequence[str]) -> dict:
     """Per test, the seeds of the controls (every run but the reference) in which it fails: a test that fails
-    in none cannot tell a phase change from its absence. ``rule_tests_never_failing``: the rule's tests that
+    in none cannot tell a phase change from its absence; and the reference's seeds in which it fails. ``rule_tests_never_failing``: the rule's tests that
     pass in every control (should be empty)."""
     fails = {t: [] for t in TESTS}
+    in_reference = {t: [] for t in TESTS}
     for name, run in runs.items():
-        if name == reference:
-            continue
         for seed, r in run["seeds"].items():
             for t in TESTS:
                 if not r["tests"][t]["pass"]:
-                    fails[t].append(f"{name}/{seed}")
+                    (in_reference if name == reference else fails)[t].append(f"{name}/{seed}")
     return {"rule": list(rule), "descriptive": [t for t in TESTS if t not in rule], "fails_in_controls": fails,
+            "fails_in_reference": in_reference,
             "rule_tests_never_failing": [t for t in rule if not fails[t]],
             "descriptive_tests_failing": [t for t in TESTS if t not in rule and fails[t]]}
 
@@ -378,9 +378,13 @@ def summarize(tables: Mapping[str, tuple[Mapping, dict, dict, dict]], reference:
                        "head_forms_and_natural_icl_falls": [d["run"] for d in dose if d["detected_seeds"] > 0
                                                             and d["natural_icl_falls_in"] > 0]},
         "second_dataset": {"runs": {n: {"data": runs[n]["setting"]["data"], "detected_seeds": runs[n]["detected_seeds"],
-                                        "seeds_run": runs[n]["seeds_run"], "peak_tokens": runs[n]["peak_tokens"]}
+                                        "seeds_run": runs[n]["seeds_run"], "peak_tokens": runs[n]["peak_tokens"],
+                                        "window_peak_tokens_every_seed": runs[n]["window_peak_tokens_every_seed"],
+                                        "failing_rule_tests": sorted({t for e in runs[n]["seeds"].values()
+                                                                      for t in vs.rule if not e["tests"][t]["pass"]})}
                                     for n in random_runs},
-                           "reference_peak_tokens": ref["peak_tokens"]},
+                           "reference_peak_tokens": ref["peak_tokens"],
+                           "reference_window_peak_tokens_every_seed": ref["window_peak_tokens_every_seed"]},
         "detect": asdict(ds),
         "cpu_seconds_all_runs": float(sum(s["cpu_seconds"] for r in runs.values() for s in r["seeds"].values())),
         "seed_000_phase_3_in": sorted(f"{n}/{s}" for n, r in runs.items() for s, e in r["seeds"].items()
@@ -439,7 +443,7 @@ def _difference(run: dict, reference: dict) -> str:
 def _tokens(stat: dict) -> str:
     if stat["mean"] is None:
         return "none"
-    se = f" +- {num(stat['se'], 2)}" if stat["se"] is not None else ""
+    se = f" +- {num(round(stat['se']))}" if stat["se"] is not None else ""
     return f"{num(round(stat['mean']))}{se} tokens (n = {stat['n']})"
 
 
@@ -459,10 +463,13 @@ def findings(documents: dict) -> list[str]:
            f"{_test_words(rule['rule'])}; each a one-sided test at z = {num(get(doc, 'detect', 'z'))}) detects a phase "
            f"change in " + "; ".join(f"{n}: {get(doc, 'detected', n)} seeds" for n in runs) + "."]
     never = rule["rule_tests_never_failing"]
+    passing = [t for t in rule["descriptive"] if t not in rule["descriptive_tests_failing"]]
+    in_ref = {t: len(rule["fails_in_reference"][t]) for t in rule["descriptive"] if rule["fails_in_reference"][t]}
     out.append(("Every test of the rule fails in at least one control seed. " if not never else
                 f"Of the rule's tests, {_test_words(never)} pass in every control seed (they cannot discriminate). ")
-               + (f"Descriptive only (they pass in every control): {_test_words(t for t in rule['descriptive'] if t not in rule['descriptive_tests_failing'])}."
-                  if rule["descriptive"] else ""))
+               + (f"Descriptive only, as they pass in every control seed: {_test_words(passing)}. " if passing else "")
+               + ("Descriptive, as they fail in the reference's own seeds: " + ", ".join(
+                   f"{t.replace('_', ' ')} ({n} of {ref['seeds_run']})" for t, n in in_ref.items()) + "." if in_ref else ""))
     seed0, entry = next(iter(ref["seeds"].items()))
     head, w = entry["best_head"], entry["window"]
     scores = ", ".join(f"{num(head['final_prefix_matching'][str(p)])} at period {p} (uniform "
@@ -474,17 +481,20 @@ def findings(documents: dict) -> list[str]:
     t = entry["tests"]
     ab, prev, kc = t["ablation"], t["previous_token_head"], t["k_composition"]
     mech = [f"zeroing that head raises the second copy's loss by {num(ab['best_raise'])} nats (z = {num(ab['best_z'], 2)})"
-            + (f", zeroing head {head['control_head'] + 1} of its layer by {num(ab['control_raise'])} "
-               f"(z = {num(ab['control_z'], 2)})" if ab.get("control_z") is not None else "")]
+            + (f", zeroing head {head['control_head'] + 1} of its layer (its least induction-like) by "
+               f"{num(ab['control_raise'])} (z = {num(ab['control_z'], 2)}; the difference's z = "
+               f"{num(ab['difference_z'], 2)})" if ab.get("control_z") is not None else "")]
     if "window" in prev:
         p = entry["previous_token_head"]
         mech.append(f"a previous-token head (layer 1, head {p['head'] + 1}) rises fastest at step "
                     f"{num(prev['window']['peak'])} (window {num(prev['window']['start'])} to "
                     f"{num(prev['window']['end'])}) and ends at {num(p['final'])} (uniform {num(p['uniform'])})")
     if "rise" in kc:
-        mech.append(f"their K-composition goes from {num(kc['start'])} to {num(kc['end'])} across the window "
-                    f"(random heads: {num(kc['baseline_mean'])} +- {num(kc['baseline_std'], 2)}; z = {num(kc['z'], 2)}; "
-                    f"other pairs' median rise {num(kc.get('other_pairs_rise_median'), 2)})")
+        level = t["k_composition_above_random"]
+        mech.append(f"their K-composition goes from {num(kc['start'])} to {num(kc['end'])} across the window (a rise "
+                    f"of z = {num(kc['z'], 2)} random-head standard deviations; other pairs' median rise "
+                    f"{num(kc.get('other_pairs_rise_median'), 2)}) and ends {num(level['z'], 2)} of them above random "
+                    f"heads' {num(kc['baseline_mean'])} +- {num(kc['baseline_std'], 2)}")
     out.append(f"In seed {seed0}: " + "; ".join(mech) + ".")
     controls = []
     for other, run in runs.items():
@@ -514,9 +524,11 @@ def findings(documents: dict) -> list[str]:
                   "falls (method.md §8b: the longer runs searched)."))
     second = get(doc, "second_dataset", "runs")
     for other, s in second.items():
+        failing = s["failing_rule_tests"]
         out.append(f"On {s['data']} ({other}: no natural text) a phase change is detected in {s['detected_seeds']} of "
-                   f"{s['seeds_run']} seeds, peak at {_tokens(s['peak_tokens'])}, against the reference's "
-                   f"{_tokens(get(doc, 'second_dataset', 'reference_peak_tokens'))}.")
+                   f"{s['seeds_run']} seeds" + (f" (failing in some seed: {_test_words(failing)})" if failing else "")
+                   + f"; its window's peak lies at {_tokens(s['window_peak_tokens_every_seed'])} over every seed, the "
+                   f"reference's at {_tokens(get(doc, 'second_dataset', 'reference_window_peak_tokens_every_seed'))}.")
     counts = "; ".join(f"{n}: {', '.join(map(str, r['nonconvex_stretches']))}" for n, r in runs.items())
     out.append(f"Stretches where the smoothed loss is not convex beyond its noise (z > {num(get(doc, 'detect', 'z'))}), per "
                f"seed: {counts}; exactly one, inside the window, in "
