@@ -59,7 +59,9 @@ class DetectSettings:
     """Thresholds of the detection (config ``phase_change.detect``): ``smooth_decades`` of the
     curves in log-step, ``z`` the one-sided test's standard errors, ``min_rise`` the best head's
     prefix matching above uniform, ``min_share`` of its rise inside the window, which spans at most
-    ``max_decades`` in log-step, ``min_swing`` for seed 000's phases."""
+    ``max_decades`` in log-step, ``min_swing`` for seed 000's phases, ``previous_min_rise`` the
+    previous-token head's score above uniform (its own threshold: the sensitivity table moves ``min_rise``
+    alone)."""
 
     smooth_decades: float
     z: float
@@ -67,6 +69,7 @@ class DetectSettings:
     min_share: float
     max_decades: float
     min_swing: float
+    previous_min_rise: float = 0.1
 
     def but(self, **changes) -> DetectSettings:
         """The same settings with ``changes`` (the sensitivity table)."""
@@ -310,13 +313,13 @@ def previous_token_test(steps: np.ndarray, score: np.ndarray, se: np.ndarray, un
                         settings: DetectSettings) -> dict:
     """A previous-token head forms in or before the induction window: at the window's end (the first
     checkpoint at or after it, where every test is read) its score exceeds a uniform head's by more than
-    ``min_rise`` and by ``z`` standard errors, and the peak of its own rise (:func:`rise_window`) is no later
+    ``previous_min_rise`` and by ``z`` standard errors, and the peak of its own rise (:func:`rise_window`) is no later
     than that checkpoint. ``window``: :func:`detect`'s."""
     steps = np.asarray(steps, np.float64)
     i1 = _at_or_after(steps, window["end"])
     own = rise_window(steps, score, settings.smooth_decades)
     rise = float(score[i1] - uniform)
-    formed = rise > settings.min_rise and rise > settings.z * se[i1]
+    formed = rise > settings.previous_min_rise and rise > settings.z * se[i1]
     in_time = own["peak"] <= steps[i1]
     return {"window": own, "end": float(score[i1]), "end_se": float(se[i1]), "uniform": uniform,
             "above_uniform": rise, "z": rise / max(float(se[i1]), 1e-12), "formed": bool(formed),

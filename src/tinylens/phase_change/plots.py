@@ -78,7 +78,7 @@ def make_curves(curves: Mapping[str, dict], heads: Mapping[str, dict], run: dict
             ax.legend(fontsize=6.5, loc="best")
     step_axis(axes[-1], np.concatenate([c["step"] for c in curves.values()]), linscale=0.3)
     fig.suptitle(f"The induction-head phase change: {name}, every seed (shaded: detected window)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.985))
     return fig
 
 
@@ -167,13 +167,13 @@ def make_controls(curves: Mapping[str, dict], heads: Mapping[str, dict], runs: M
         ax.set_xlim(0, 1.05 * last)
         ax.set_xlabel("training tokens (log); dotted: detected windows' peaks; line style: seed")
         ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=6.5)
+    axes[0, 0].legend(fontsize=6.5, loc="upper left")
     _axis_panel(axes[1, 0], dose, "share of training windows repeated (dose)", log=False)
     axes[1, 0].set_title("dose: runs differing from the reference only in the repeated fraction", fontsize=9)
     _axis_panel(axes[1, 1], width, "d_model (log 2)", log=True)
     axes[1, 1].set_title("width: runs differing from the reference only in d_model", fontsize=9)
     fig.suptitle("Controls: seeds, 1 layer, constant learning rate, repeated fraction (dose), widths, random tokens")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     return fig
 
 
