@@ -566,7 +566,7 @@ def _seed_entry(detected: bool, layers: int, prefix: float) -> dict:
              "k_composition_above_random": {"end": 0.3, "baseline_mean": 0.08, "baseline_std": 0.01, "z": 22.0,
                                             "pass": True}}
     return {"phase_change_detected": detected, "tests": tests,
-            "window": {"start": 300.0, "peak": 400, "end": 600.0, "peak_tokens": 819200},
+            "window": {"start": 300.0, "peak": 400, "end": 600.0, "peak_tokens": 819200, "located_within": 0.12},
             "best_head": {"layer": layers - 1, "head": 2, "probe_periods": [25, 29], "control_head": 0,
                           "final_prefix_matching": {"25": prefix, "29": prefix},
                           "uniform_prefix_matching": {"25": 0.03, "29": 0.03}},
@@ -588,12 +588,17 @@ def _summary_document(detected: bool) -> dict:
                 "nonconvex_stretches": [1, 1], "one_stretch_inside_window": n}
     runs = {"main": run(2, detected, 0.3 if detected else 0.08), "one_layer": run(1, False, 0.035)}
     point = lambda name: {"value": 1.0, "final_prefix_matching": runs[name]["final_prefix_matching"],  # noqa: E731
-                          "peak_tokens": runs[name]["peak_tokens"]}
+                          "peak_tokens": runs[name]["peak_tokens"], "seeds_run": 2, "natural_icl_falls_in": 0,
+                          "detected_seeds": runs[name]["detected_seeds"],
+                          "natural_icl_band_change": {"mean": 0.01, "se": 0.02, "n": 2}}
     return {"runs": runs, "reference": "main", "detect": {"z": 3.0},
             "detected": {n: f"{r['detected_seeds']} of 2" for n, r in runs.items()},
-            "verdict_rule": {"rule": ["prefix_matching", "ablation"], "descriptive": ["copying", "k_composition"],
+            "verdict_rule": {"rule": ["prefix_matching", "ablation"], "descriptive": ["copying", "k_composition",
+                                                                                  "rise_in_window"],
                              "rule_tests_never_failing": [], "descriptive_tests_failing": ["k_composition"],
-                             "fails_in_reference": {"copying": [], "k_composition": ["main/1"]}},
+                             "fails_in_controls": {"prefix_matching": ["one_layer/0"], "ablation": ["one_layer/0"],
+                                                   "copying": [], "k_composition": [], "rise_in_window": ["one_layer/1"]},
+                             "fails_in_reference": {"copying": [], "k_composition": ["main/1"], "rise_in_window": []}},
             "dose": [point("main")], "width": [point("main")],
             "icl_search": {"head_forms_and_natural_icl_falls": []},
             "second_dataset": {"runs": {}, "reference_peak_tokens": runs["main"]["peak_tokens"]},
@@ -611,8 +616,8 @@ def test_findings_wording_follows_the_detection():
     assert "the best head (layer 2, head 3) ends at 0.3 at period 25 (uniform 0.03)" in found  # from 1 in words
     assert "zeroing that head raises the second copy's loss by 1.5 nats (z = 12), zeroing head 1 of its layer" in found
     assert "1 layer (one_layer): 0 of 2 seeds, best head 0.035 (uniform 0.03)" in found
-    assert "Descriptive only, as they pass in every control seed: copying." in found
-    assert "Descriptive, as they fail in the reference's own seeds: k composition (1 of 2)." in found
+    assert ("Descriptive: copying (pass in every control seed); rise in window (fails in 1 control seeds); "
+            "k composition (fails in 1 of 2 reference seeds).") in found
     assert "the reference is detected in 2 of 2 seeds; one_layer in 0 to 1." in found
     assert "Olsson et al.'s single-position form falls (-0.2 +- 0.05)" in found
     assert "In none of the repeated fractions run (1) does the head form" in found

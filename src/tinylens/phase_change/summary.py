@@ -463,19 +463,23 @@ def findings(documents: dict) -> list[str]:
            f"{_test_words(rule['rule'])}; each a one-sided test at z = {num(get(doc, 'detect', 'z'))}) detects a phase "
            f"change in " + "; ".join(f"{n}: {get(doc, 'detected', n)} seeds" for n in runs) + "."]
     never = rule["rule_tests_never_failing"]
-    passing = [t for t in rule["descriptive"] if t not in rule["descriptive_tests_failing"]]
-    in_ref = {t: len(rule["fails_in_reference"][t]) for t in rule["descriptive"] if rule["fails_in_reference"][t]}
-    out.append(("Every test of the rule fails in at least one control seed. " if not never else
-                f"Of the rule's tests, {_test_words(never)} pass in every control seed (they cannot discriminate). ")
-               + (f"Descriptive only, as they pass in every control seed: {_test_words(passing)}. " if passing else "")
-               + ("Descriptive, as they fail in the reference's own seeds: " + ", ".join(
-                   f"{t.replace('_', ' ')} ({n} of {ref['seeds_run']})" for t, n in in_ref.items()) + "." if in_ref else ""))
+    fails, in_ref = rule["fails_in_controls"], rule["fails_in_reference"]
+    passing = [t for t in rule["descriptive"] if not fails[t] and not in_ref[t]]
+    failing = [f"{t.replace('_', ' ')} (fails in {len(fails[t])} control seeds)" for t in rule["descriptive"]
+               if fails[t] and not in_ref[t]]
+    reference_fails = [f"{t.replace('_', ' ')} (fails in {len(in_ref[t])} of {ref['seeds_run']} reference seeds)"
+                       for t in rule["descriptive"] if in_ref[t]]
+    described = ([f"{_test_words(passing)} (pass in every control seed)"] if passing else []) + failing + reference_fails
+    out.append(("Every test of the rule fails in at least one control seed" if not never else
+                f"Of the rule's tests, {_test_words(never)} pass in every control seed (they cannot discriminate)")
+               + (f". Descriptive: {'; '.join(described)}." if described else "."))
     seed0, entry = next(iter(ref["seeds"].items()))
     head, w = entry["best_head"], entry["window"]
     scores = ", ".join(f"{num(head['final_prefix_matching'][str(p)])} at period {p} (uniform "
                        f"{num(head['uniform_prefix_matching'][str(p)])})" for p in head["probe_periods"])
     where = f"the {setting['layers']}-layer, width-{setting['width']} reference run ({name})"
-    out.append(f"In {where} the window's peak lies at {_tokens(ref['peak_tokens'])} over its detecting seeds; in seed "
+    out.append(f"In {where} the window's peak lies at {_tokens(ref['peak_tokens'])} over its detecting seeds (a peak "
+               f"is a checkpoint, located to within {num(100 * w['located_within'], 2)}%); in seed "
                f"{seed0} the window spans steps {num(w['start'])} to {num(w['end'])} and the best head (layer "
                f"{head['layer'] + 1}, head {head['head'] + 1}) ends at {scores}.")
     t = entry["tests"]
@@ -515,13 +519,18 @@ def findings(documents: dict) -> list[str]:
     found = get(doc, "icl_search", "head_forms_and_natural_icl_falls")
     fractions = ", ".join(num(d["value"]) for d in get(doc, "dose"))
     moves = {"falls": "falls", "rises": "rises", "no change": "does not move"}
+    dose = get(doc, "dose")
     out.append(f"On natural text the ICL score (early band before any training repeat can be copied) {moves[band['moves']]} "
                f"across seed {seed0}'s window ({num(band['start'])} to {num(band['end'])} nats, change {num(band['change'])} "
                f"+- {num(band['change_se'], 2)}); Olsson et al.'s single-position form {moves[single['moves']]} "
-               f"({num(single['change'])} +- {num(single['change_se'], 2)}). "
+               f"({num(single['change'])} +- {num(single['change_se'], 2)}). Its change across the window against the "
+               "repeated fraction (mean over seeds): " + "; ".join(
+                   f"{num(d['value'])}: {num(d['natural_icl_band_change']['mean'])} +- "
+                   f"{num(d['natural_icl_band_change']['se'], 2)} (falls in {d['natural_icl_falls_in']} of "
+                   f"{d['seeds_run']} seeds, the head detected in {d['detected_seeds']})" for d in dose) + ". "
                + (f"The head forms and natural-text ICL falls in {', '.join(found)}." if found else
                   f"In none of the repeated fractions run ({fractions}) does the head form while natural-text ICL "
-                  "falls (method.md §8b: the longer runs searched)."))
+                  "falls (method.md §8b lists the longer runs searched outside the default run)."))
     second = get(doc, "second_dataset", "runs")
     for other, s in second.items():
         failing = s["failing_rule_tests"]
