@@ -63,11 +63,7 @@ rule phase_change_summary:
 
 # seed 000's widths: the reference and every run that differs from `base` only in its width (and seeds)
 PHASE_WIDTHS = sorted(
-    (
-        name
-        for name, run in PHASE["runs"].items()
-        if name == PHASE["reference"] or set(run) == {"seeds", "d_model"}
-    ),
+    (name for name, run in PHASE["runs"].items() if name == PHASE["reference"] or set(run) == {"seeds", "d_model"}),
     key=lambda name: PHASE_RUNS[name]["d_model"],
 )
 PHASE_FIGURES = figures(
