@@ -203,6 +203,7 @@ def phase_runs_input(names):
     return dict(
         curves=[results(f"phase_change/{name}/curves.parquet") for name in names],
         heads=[results(f"phase_change/{name}/heads.parquet") for name in names],
+        composition=[results(f"phase_change/{name}/composition.parquet") for name in names],
         summary=rules.phase_change_summary.output.summary,
     )
 

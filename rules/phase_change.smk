@@ -1,13 +1,14 @@
 # The induction-head phase change (method.md §8b): small attention-only models trained on a stated
-# mixture of TinyShakespeare windows and repeated windows, each run one job that measures its
-# checkpoints as it trains; then every run's verdict, then the figures. Target: `phase_change`.
-from tinylens.phase_change.summary import run_settings
+# mixture of TinyShakespeare windows and repeated windows (or random tokens, the second dataset), each
+# run one job that trains its seeds and measures their checkpoints as they train; then every run's
+# verdict, then the figures. Target: `phase_change`.
+from tinylens.phase_change.schemas import run_settings
 
 PHASE = SETTINGS["phase_change"]
 PHASE_RUNS = {name: run_settings(PHASE["base"], run) for name, run in PHASE["runs"].items()}
 PHASE_TABLES = {
-    "curves": expand(results("phase_change/{run}/curves.parquet"), run=PHASE_RUNS),
-    "heads": expand(results("phase_change/{run}/heads.parquet"), run=PHASE_RUNS),
+    table: expand(results(f"phase_change/{{run}}/{table}.parquet"), run=PHASE_RUNS)
+    for table in ("curves", "heads", "composition")
 }
 
 
@@ -19,6 +20,7 @@ rule phase_change_run:
     output:
         curves=results("phase_change/{run}/curves.parquet"),
         heads=results("phase_change/{run}/heads.parquet"),
+        composition=results("phase_change/{run}/composition.parquet"),
     params:
         run=lambda wildcards: PHASE_RUNS[wildcards.run],
         probes=PHASE["probes"],
@@ -45,6 +47,7 @@ rule phase_change_summary:
         runs=PHASE_RUNS,
         reference=PHASE["reference"],
         detect=PHASE["detect"],
+        verdict=PHASE["verdict"],
     resources:
         mem_mb=1000,
         runtime=5,
@@ -58,26 +61,21 @@ rule phase_change_summary:
         "../scripts/phase_change/phase_change_summary.py"
 
 
-PHASE_MAIN = [name for name in PHASE_RUNS if name.startswith("main")]
-# seed 000's widths: the reference and every run that differs from `base` only in its width (and seed)
+# seed 000's widths: the reference and every run that differs from `base` only in its width (and seeds)
 PHASE_WIDTHS = sorted(
-    (
-        name
-        for name, run in PHASE["runs"].items()
-        if name == PHASE["reference"]
-        or (set(run) == {"seed", "d_model"} and run["seed"] == PHASE_RUNS[PHASE["reference"]]["seed"])
-    ),
+    (name for name, run in PHASE["runs"].items() if name == PHASE["reference"] or set(run) == {"seeds", "d_model"}),
     key=lambda name: PHASE_RUNS[name]["d_model"],
 )
 PHASE_FIGURES = figures(
     "Phase change",
     family="phase_change",
     mem_mb=1000,
-    phase_change_curves=dict(input=phase_runs_input(PHASE_MAIN), params=dict(runs=PHASE_MAIN)),
+    phase_change_curves=dict(input=phase_runs_input([PHASE["reference"]]), params=dict(run=PHASE["reference"])),
     phase_change_loss_derivative=dict(
         input=dict(
             curves=results(f"phase_change/{PHASE['reference']}/curves.parquet"),
             heads=results(f"phase_change/{PHASE['reference']}/heads.parquet"),
+            composition=results(f"phase_change/{PHASE['reference']}/composition.parquet"),
             summary=rules.phase_change_summary.output.summary,
         ),
         params=dict(run=PHASE["reference"], smooth_decades=PHASE["detect"]["smooth_decades"]),
@@ -93,6 +91,7 @@ PHASE_TARGETS = [
     # intermediates too: `rule all` then notices one deleted or lost with a failed job
     *PHASE_TABLES["curves"],
     *PHASE_TABLES["heads"],
+    *PHASE_TABLES["composition"],
 ]
 
 

@@ -363,7 +363,7 @@ def test_every_family_checks_its_own_section_for_every_preset(config, schema):
         "tinylens.superposition.schemas"]
     # one problem of each family's, in a preset that is not the one being run
     bad = _with(config, "presets.test.superposition.dimensionality.hidden", 25)
-    bad = _with(bad, "presets.paper.phase_change.reference", "main_s9")
+    bad = _with(bad, "presets.paper.phase_change.reference", "main_s9")  # not a run
     bad = _with(bad, "presets.test.dynamics.measure.energy_windows", 65)
     bad = _with(bad, "supporting.robustness.lengths", [5, 40])
     with pytest.raises(ConfigError) as err:
@@ -407,6 +407,6 @@ def test_the_preset_in_docs_configuration_md_is_valid_and_resolves_as_it_says(re
     validate_config(ours, schema)
     wide, small = resolve_preset(ours, "small_wide"), resolve_preset(config, "small")
     assert wide["model"] == {**small["model"], "d_model": 128} and len(wide["train"]["phases"]) == 2
-    assert list(wide["phase_change"]["runs"]) == ["main_s0", "one_layer"]
+    assert list(wide["phase_change"]["runs"]) == ["main", "one_layer"]
     assert {k: v for k, v in wide.items() if k not in ("model", "train", "phase_change")} == \
         {k: v for k, v in small.items() if k not in ("model", "train", "phase_change")}

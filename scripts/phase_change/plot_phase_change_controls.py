@@ -1,4 +1,4 @@
-"""Figure: every run side by side against training tokens (rule plot_phase_change_controls)."""
+"""Figure: every run's seeds against training tokens, the dose and width curves (rule plot_phase_change_controls)."""
 
 from tinylens.jobs import job
 from tinylens.phase_change.plots import make_controls
@@ -7,6 +7,6 @@ from tinylens.phase_change.summary import load_runs
 with job(snakemake) as j:
     inp, p = j.input, j.params
     summary = j.read_json(inp.summary)
-    curves, heads = load_runs(p.runs, inp.curves, inp.heads, summary)
+    curves, heads = load_runs(p.runs, inp.curves, inp.heads, inp.composition, summary)
     runs = {name: summary["runs"][name] for name in p.runs}
-    j.save_figure(make_controls(curves, heads, runs))
+    j.save_figure(make_controls(curves, heads, runs, summary["dose"], summary["width"]))

@@ -7,6 +7,5 @@ from tinylens.phase_change.summary import load_runs
 with job(snakemake) as j:
     inp, p = j.input, j.params
     summary = j.read_json(inp.summary)
-    curves, heads = load_runs(p.runs, inp.curves, inp.heads, summary)
-    runs = {name: summary["runs"][name] for name in p.runs}
-    j.save_figure(make_energy_kl(curves, runs))
+    curves, _ = load_runs(p.runs, inp.curves, inp.heads, inp.composition, summary)
+    j.save_figure(make_energy_kl(curves, {name: summary["runs"][name] for name in p.runs}))

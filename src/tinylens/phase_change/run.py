@@ -1,7 +1,8 @@
 """One phase-change run: train an attention-only model, measuring every scheduled checkpoint
-(method.md §8b). Measuring inside the training job keeps no checkpoint files: a run is one job
-that writes its curves (one row per checkpoint) and its heads (one row per checkpoint, head and
-probe period).
+(method.md §8b). Measuring inside the training job keeps no checkpoint files: a run's job trains
+each of its seeds and writes its curves (one row per seed and checkpoint), its heads (one row per
+seed, checkpoint, head and probe period) and its composition (one row per seed, checkpoint and
+pair of heads in an earlier and a later layer).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from tinylens.dynamics.energy import interaction_energy
 from tinylens.dynamics.heads import copying_score_eigen, prefix_matching_pattern, repeat_queries
 from tinylens.dynamics.icl import icl_score, single_position_score
 from tinylens.measures import standard_error
-from tinylens.phase_change.data import MixtureSettings, Probes, ProbeSettings, mixture_windows
+from tinylens.phase_change.data import MixtureSettings, Probes, ProbeSettings, mixture_source, mixture_windows
+from tinylens.phase_change.mechanism import ablation_rows, composition_rows, previous_token_scores, random_pairs
 from tinylens.phase_change.model import AttentionOnly, AttentionOnlyConfig
 
 
@@ -105,8 +107,11 @@ def per_sequence_prefix_matching(pattern: torch.Tensor, tokens: torch.Tensor, pe
 
 
 @torch.no_grad()
-def measure(model: AttentionOnly, probes: Probes, ps: ProbeSettings, final: bool) -> tuple[dict, list[dict]]:
-    """One checkpoint -> its row of curves and its rows of heads (one per head and probe period)."""
+def measure(model: AttentionOnly, probes: Probes, ps: ProbeSettings, final: bool,
+            pairs=None) -> tuple[dict, list[dict], list[dict]]:
+    """One checkpoint -> its row of curves, its rows of heads (one per head and probe period) and its rows of
+    composition (one per pair of heads in an earlier and a later layer; ``pairs``: the baseline's random
+    heads, :func:`tinylens.phase_change.mechanism.random_pairs`). The ablation only at the ``final`` one."""
     model.eval()
     row: dict = {}
     val = _losses(model, probes.val)
@@ -141,46 +146,60 @@ def measure(model: AttentionOnly, probes: Probes, ps: ProbeSettings, final: bool
         # second copy's (predictable by induction) tokens p+1..2p-1
         copy_diffs.append((loss[:, p : 2 * p - 1].mean(1) - loss[:, : p - 1].mean(1)).numpy())
         for layer, a in enumerate(patterns):
-            scores = per_sequence_prefix_matching(a.double(), s[:, :-1], p)  # [batch heads]
+            a = a.double()
+            scores = per_sequence_prefix_matching(a, s[:, :-1], p)  # [batch heads]
+            previous = previous_token_scores(a)  # [batch heads]
             for h in range(cfg.n_head):
                 heads.append(dict(layer=layer, head=h, period=p, prefix_matching=float(scores[:, h].mean()),
                                   prefix_matching_se=standard_error(scores[:, h]),
+                                  previous_token=float(previous[:, h].mean()),
+                                  previous_token_se=standard_error(previous[:, h]),
                                   copying=float(copying[layer * cfg.n_head + h])))
     d = np.concatenate(copy_diffs)
     row["copy_loss_drop"] = float(d.mean())
     row["copy_loss_drop_se"] = standard_error(d)
+    if final:
+        ablated = {(r["layer"], r["head"], r["period"]): r for r in ablation_rows(model, probes.repeated)}
+        for h in heads:
+            r = ablated[h["layer"], h["head"], h["period"]]
+            h.update(ablation_raise=r["ablation_raise"], ablation_raise_se=r["ablation_raise_se"])
+    pair_rows = composition_rows(model, pairs) if pairs is not None and cfg.n_layer > 1 else []
     model.train()
-    return row, heads
+    return row, heads, pair_rows
 
 
 def train_run(train_ids: np.ndarray, vocab_size: int, probes: Probes, ps: ProbeSettings, s: RunSettings,
-              progress: bool = True) -> tuple[list[dict], list[dict]]:
-    """Train one run from scratch; rows of curves and of heads at every checkpoint."""
+              progress: bool = True) -> tuple[list[dict], list[dict], list[dict]]:
+    """Train one seed from scratch; rows of curves, heads and composition at every checkpoint (each with
+    ``step`` and ``seed``)."""
     torch.manual_seed(s.seed)
     rng = np.random.default_rng(s.seed)
     model = AttentionOnly(AttentionOnlyConfig(vocab_size, s.context, s.d_model, s.n_layer, s.n_head))
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr, weight_decay=s.weight_decay, betas=(0.9, 0.98))
+    pairs = random_pairs(model, ps.baseline_samples, ps.seed) if s.n_layer > 1 else None
     saves = set(checkpoint_steps(s.first, s.ratio, s.steps))
-    curves, heads, batch_losses = [], [], []
+    source = mixture_source(train_ids, s.mixture)
+    curves, heads, composition, batch_losses = [], [], [], []
     start = time.process_time()
     for step in tqdm(range(s.steps + 1), disable=not progress, unit="step", file=sys.stderr, mininterval=5.0):
         if step in saves:
-            row, head_rows = measure(model, probes, ps, final=step == s.steps)
-            row.update(step=step, tokens=step * s.tokens_per_step, lr=learning_rate(step, s),
+            row, head_rows, pair_rows = measure(model, probes, ps, final=step == s.steps, pairs=pairs)
+            row.update(step=step, seed=s.seed, tokens=step * s.tokens_per_step, lr=learning_rate(step, s),
                        train_loss=float(np.mean(batch_losses)) if batch_losses else float("nan"),
                        cpu_seconds=time.process_time() - start)
             curves.append(row)
-            heads += [dict(step=step, **h) for h in head_rows]
+            heads += [dict(step=step, seed=s.seed, **h) for h in head_rows]
+            composition += [dict(step=step, seed=s.seed, **r) for r in pair_rows]
             batch_losses = []
         if step == s.steps:
             break
         for g in opt.param_groups:
             g["lr"] = learning_rate(step, s)
-        w = torch.from_numpy(mixture_windows(train_ids, s.batch_size, s.context + 1, s.mixture, rng))
+        w = torch.from_numpy(mixture_windows(source, s.batch_size, s.context + 1, s.mixture, rng))
         logits, _, _ = model(w[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, vocab_size), w[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         batch_losses.append(loss.item())
-    return curves, heads
+    return curves, heads, composition
