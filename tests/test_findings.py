@@ -162,8 +162,20 @@ def test_superposition_findings_state_the_jump_rule_and_the_correlated_claims(tm
 
 def _supporting(criterion_rows: list[dict]) -> dict:
     """The least of metrics/supporting.json the family's sentences read."""
-    return {"ablation": {"comparison": {"paper": [{"block": 0, "one_token_drop_ffwd": 0.5, "one_token_drop_sa": 0.1}]}},
+    import numpy as np
+
+    from tinylens.measures import mean_test
+    from tinylens.supporting.contributions import contributions_section
+
+    cols = {"block": np.zeros(4, dtype=np.int8), "sa_norm": np.ones(4), "ffwd_norm": np.ones(4),
+            "norm_ratio": np.array([2.0, 3.0, 0.5, 4.0]), "cos_ffwd_sa": np.array([0.1, 0.2, 0.0, 0.1]),
+            "cos_ffwd_out": np.ones(4), "cos_sa_out": np.zeros(4)}
+    difference = [{"block": 0, "over_seeds": mean_test([0.4, 0.3, 0.5]), "per_seed": {"1": {}, "2": {}, "3": {}}}]
+    return {"ablation": {"comparison": {"paper": [{"block": 0, "one_token_drop_ffwd": 0.5, "one_token_drop_sa": 0.1}]},
+                         "ffwd_minus_sa": {"paper": {"one_token": difference}}},
             "criterion": {"comparison": {"paper": criterion_rows}},
+            "attention_vs_ffwd": contributions_section({"paper": cols}, 1, {"vocab_size": 5, "block_size": 4,
+                                                                           "d_model": 8, "n_layer": 1}),
             "token_subspaces": {"a_at_ln_f_input": {"sigma_ratio": None},
                                 "stages": {"6": {"tokens": 65, "tokens_converged": 61, "tokens_reached": 0}}},
             "ffwd_endpoint": {}}
@@ -179,7 +191,7 @@ def test_the_criterion_sentence_states_its_prompts_and_its_null():
              "end_of_model_excluded_unconverged": 20}
     text = " ".join(supporting_findings({"supporting": _supporting([{"block": 5}, rated])}))
     assert ("The criterion (every top token within the first half by |cos|) holds for 70% of the 480 prompts at "
-            "block 4 with end-of-model subspaces (20 left out for a top token whose subspace did not converge), "
+            "block 5 with end-of-model subspaces (20 left out for a top token whose subspace did not converge), "
             "above its permutation null (40% +- 3).") in text
     within = " ".join(supporting_findings({"supporting": _supporting([{**rated, "end_of_model_abs": 44.0}])}))
     assert "within two standard deviations of its permutation null" in within
