@@ -43,7 +43,7 @@ rule attention_spectra:
 
 
 rule attention_hull:
-    """Seed 001's convex-hull reading per head (method.md §10): one forward pass over the spectra's windows."""
+    """Source 001's convex-hull reading per head (method.md §10): one forward pass over the spectra's windows."""
     input:
         **model_files("{seed}", "weights", "config"),
         val=rules.tokenize.output.val,

@@ -80,12 +80,15 @@ def _dynamics(prefix_matching: float, formed: bool, icl: float, se: float) -> di
 
 def test_the_data_chooses_the_wording():
     none = " ".join(dynamics_findings(_dynamics(0.046, False, 0.085, 0.09)))
-    assert "No induction head forms in any of the 1 seeds: the best final prefix-matching score is 0.046" in none
-    assert "against a uniform head's 0.049" in none and "No phase change is detected in any seed." in none
-    assert "in no seed two standard errors below 0" in none and "An induction head" not in none
+    assert ("No induction head forms in any of the 1 model (seed 1337): the best final prefix-matching score is "
+            "0.046") in none
+    assert "against a uniform head's 0.049" in none and "No phase change is detected in any model." in none
+    assert "in no model two standard errors below 0" in none and "An induction head" not in none
     found = " ".join(dynamics_findings(_dynamics(0.62, True, -0.4, 0.05)))
-    assert "An induction head forms in 1 of 1 seeds" in found and "block 3, head 1 of seed 1337" in found
-    assert "A phase change (both together) is detected in 1 of 1 seeds." in found and "No " not in found
+    # blocks and heads counted from 1 for people: the metrics' block 3, head 1
+    assert "An induction head forms in 1 of the 1 model (seed 1337)" in found and "block 4, head 2 of seed 1337" in found
+    assert "A phase change (both together) is detected in 1 of 1 models." in found and "No " not in found
+    assert "Source 000's phases" in found and "Seed 000" not in found
 
 
 def test_the_comparison_sentences_say_what_the_verdicts_say():

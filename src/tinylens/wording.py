@@ -142,7 +142,7 @@ def disagreements(text: str, level: float = LEVEL) -> list[str]:
 
 
 def grouped(tests: Sequence[tuple[int, Mapping]], above: str, below: str, same: str = "no different",
-            what: str | None = None, digits: int = 2, unit: str = "block") -> str:
+            what: str | None = None, digits: int = 2, unit: str = "block", preposition: str = "in") -> str:
     """Numbered units (blocks counted for people, :func:`block`) grouped by their test's verdict, in the order
     above, below, same: ``<words> in blocks 1, 5 and 6 (means 0.56 to 1, largest p = 0.003)``; a group of one
     gets its whole clause (:func:`stated`). The largest p of a rejecting group and the smallest of the others
@@ -156,12 +156,12 @@ def grouped(tests: Sequence[tuple[int, Mapping]], above: str, below: str, same: 
         if len(group) == 1:
             n, t = group[0]
             clause = stated(t, above, below, same, what, digits)
-            parts.append(clause.replace(" (", f" in {unit} {n} (", 1))
+            parts.append(clause.replace(" (", f" {preposition} {unit} {n} (", 1))
             continue
         name = what or next(k for k in ("mean", "share", "ratio") if k in group[0][1])
         values = [estimate(t) for _, t in group]
         ps = [get(t, "p") for _, t in group]
         p = max(ps) if side != "same" else min((x for x in ps if x is not None), default=None)
         quoted = f", {'largest' if side != 'same' else 'smallest'} p = {num(p, 2)}" if p is not None else ""
-        parts.append(f"{words} in {unit}s {listing([n for n, _ in group])} ({name}s {span(values, digits)}{quoted})")
+        parts.append(f"{words} {preposition} {unit}s {listing([n for n, _ in group])} ({name}s {span(values, digits)}{quoted})")
     return "; ".join(parts)

@@ -154,7 +154,7 @@ def findings(documents: Mapping) -> list[str]:
     hull = doc.get("convex_hull") if isinstance(doc, dict) else None
     if hull is not None:
         counts = get(hull, "verdicts", "shuffled")
-        out.append(f"Seed 001's convex-hull reading (the attention-weighted mean of a head's values nearer the next "
+        out.append(f"Source 001's convex-hull reading (the attention-weighted mean of a head's values nearer the next "
                    f"position's value than with shuffled attention, by 1.96 standard errors over windows) holds for "
                    f"{counts['holds']} of {get(hull, 'n_heads')} heads, fails for {counts['fails']}, and cannot be told "
                    f"for {counts['undecided']}.")

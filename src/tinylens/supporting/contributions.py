@@ -1,6 +1,6 @@
 """Attention against feed-forward output, block by block, over every evaluation prompt (method.md §7).
 
-The paper (seed 002) argues from five drawn prompts that in each block the feed-forward output is
+The paper (source 002) argues from five drawn prompts that in each block the feed-forward output is
 longer than the attention output and points the way the block's output does. Here the same
 quantities for every evaluation prompt, read from the prompt dumps (last position): per block ``b``
 with ``x_b`` its input and ``out_b = x_b + sa_b + ffwd_b`` its output,
