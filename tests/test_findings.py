@@ -106,7 +106,13 @@ def test_the_comparison_sentences_say_what_the_verdicts_say():
     assert "The like-for-like mean Hellinger distance, 0.238, differs from the paper's 0.168" in text
     assert "Not comparable here: model: a different model: n_embed 64 (the paper: 384)." in text
     rows[0]["verdict"] = "consistent"
-    assert "is consistent with the paper's" in " ".join(comparison_findings({"comparison": doc}))
+    assert "is no different from the paper's" in " ".join(comparison_findings({"comparison": doc}))
+    # a different model: the same prompts' numbers side by side, as what they are, with no verdict
+    rows[0].update(verdict="not comparable", p_value=None)
+    text = " ".join(comparison_findings({"comparison": doc}))
+    assert ("On the paper's own prompts with its thresholds and weights, this run's model is approximated to a mean "
+            "Hellinger distance of 0.238, the paper's model to 0.168: two different models on the same prompts, so no "
+            "verdict on the paper's number.") in text and "p = " not in text
 
 
 def test_snapshot_copies_a_run_with_its_provenance_and_renders_the_block(tmp_path):
