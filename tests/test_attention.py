@@ -473,3 +473,29 @@ def test_figures_and_summaries_read_the_tables_without_loading_torch():
     code = ("import sys; import tinylens.attention.plots, tinylens.attention.schemas, tinylens.attention.summary; "
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_the_final_state_against_the_next_tokens_embedding_with_its_tests():
+    """Source 001's premise, for any model: a tied model's embedding row is its unembedding row; the tests are the
+    cosine against 0 and the rank against chance."""
+    from tinylens.attention.trajectories import alignment_summary, final_state_alignment
+
+    torch.manual_seed(0)
+    tied = Transformer(ModelConfig(vocab_size=9, block_size=8, d_model=16, n_layer=2, n_head=2, dropout=0.0,
+                                   tie_embeddings=True)).eval()
+    windows = torch.randint(0, 9, (6, 9), generator=torch.Generator().manual_seed(1))
+    cols = final_state_alignment(tied, windows)
+    assert len(cols["cos_embed"]) == 6 * 8
+    np.testing.assert_array_equal(cols["cos_embed"], cols["cos_unembed"])
+    with torch.no_grad():
+        final = run(tied, windows[:, :-1], record=["ln_f_input"])["ln_f_input"]
+    row = tied.tok_emb.weight[windows[0, 1]]
+    assert cols["cos_embed"][0] == pytest.approx(float(torch.nn.functional.cosine_similarity(final[0, 0], row, 0)),
+                                                abs=1e-6)
+    s = alignment_summary({k: np.r_[v, v] for k, v in cols.items()}, 9)
+    assert s["chance_rank"] == 5 and s["positions"] == 96
+    assert s["cos_embed"]["rank"]["null"] == 5 and s["cos_embed"]["cosine"]["null"] == 0.0
+    aligned = alignment_summary({"cos_embed": np.full(50, 0.5) + np.linspace(-0.1, 0.1, 50),
+                                 "cos_embed_rank": np.ones(50, dtype=np.int64), "cos_unembed": np.zeros(50),
+                                 "cos_unembed_rank": np.full(50, 5)}, 9)
+    assert aligned["cos_embed"]["cosine"]["direction"] == "above" and aligned["cos_embed"]["rank"]["direction"] == "below"

@@ -41,11 +41,11 @@ from tinylens.model import ModelConfig, Transformer
 F64 = torch.float64
 
 
-def random_model(d=16, n_layer=3, n_head=2, vocab=11, block=12, seed=0) -> Transformer:
+def random_model(d=16, n_layer=3, n_head=2, vocab=11, block=12, seed=0, norm="layernorm") -> Transformer:
     """A float64 model with non-trivial LayerNorm gains and biases, so nothing passes by accident of the init."""
     torch.manual_seed(seed)
     m = Transformer(ModelConfig(vocab_size=vocab, block_size=block, d_model=d, n_layer=n_layer, n_head=n_head,
-                                dropout=0.0)).to(F64).eval()
+                                dropout=0.0, norm=norm)).to(F64).eval()
     with torch.no_grad():
         for name, p in m.named_parameters():
             if name.endswith("bias"):
@@ -292,6 +292,39 @@ def test_symmetry_test_reports_what_the_checks_above_show(model, tokens):
     assert summary["scaling"]["real_fold_eps0_max_logit_change"] < 1e-10
     n_pairs = 4 * 3  # 2 heads, 3 layers: 3 layer pairs x 4 head pairs
     assert len(cols["score_before"]) == 6 * len(BASES) * len(KINDS) * n_pairs
+
+
+def test_with_rmsnorm_every_rotation_and_scaling_leaves_the_real_model_unchanged(tokens):
+    """Source 003: with RMSNorm (no centring) only rotations and a scalar remain, and all of them do: every
+    orthogonal T, not only those fixing the all-ones direction, and scalings (up to eps); a general T does not."""
+    model = random_model(norm="rmsnorm")
+    _, summary = symmetry_test(model, make_transforms(16, seed=3), tokens)
+    for name in ("permutation", "orthogonal", "orthogonal_fixing_ones"):
+        assert summary[name]["real_fold_max_logit_change"] < 1e-10, name
+    assert summary["scaling"]["real_fold_eps0_max_logit_change"] < 1e-10
+    assert 0 < summary["scaling"]["real_fold_max_logit_change"] < 1e-3  # eps alone
+    for name in ("cond10", "cond1000"):
+        assert summary[name]["real_fold_max_logit_change"] > 1e-2, name
+
+
+def test_near_symmetries_move_the_output_little_while_the_ranking_moves():
+    from tinylens.circuits.symmetry import near_symmetric, near_symmetries
+
+    basis = haar_orthogonal(16, torch.Generator().manual_seed(0))
+    t = near_symmetric(basis, 0.5)
+    torch.testing.assert_close(t, t.T)
+    assert float(torch.linalg.cond(t)) == pytest.approx(math.exp(1.0))
+    assert float(torch.linalg.det(t)) == pytest.approx(1.0)
+    torch.testing.assert_close(near_symmetric(basis, 0.0), torch.eye(16, dtype=F64))
+    model = random_model(norm="rmsnorm")
+    tokens = torch.randint(0, 11, (4, 12), generator=torch.Generator().manual_seed(2))
+    rows = near_symmetries(model, tokens, [0.0, 0.01, 0.1, 1.0], seed=0)
+    assert [r["epsilon"] for r in rows] == [0.0, 0.01, 0.1, 1.0]
+    assert rows[0]["kl_mean"] < 1e-12 and rows[0]["kendall_tau_min"] == 1.0  # the identity moves nothing
+    kl = [r["kl_mean"] for r in rows]
+    assert kl == sorted(kl) and kl[-1] > 100 * kl[1]  # the output moves more the further the map
+    assert rows[-1]["kendall_tau_min"] < rows[1]["kendall_tau_min"]  # and so does the ranking
+    assert set(rows[1]["kendall_tau"]) == set(KINDS) and rows[1]["condition_number"] == pytest.approx(math.exp(0.02))
 
 
 def test_token_windows_are_evenly_spaced():
