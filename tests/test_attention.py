@@ -499,3 +499,27 @@ def test_the_final_state_against_the_next_tokens_embedding_with_its_tests():
                                  "cos_embed_rank": np.ones(50, dtype=np.int64), "cos_unembed": np.zeros(50),
                                  "cos_unembed_rank": np.full(50, 5)}, 9)
     assert aligned["cos_embed"]["cosine"]["direction"] == "above" and aligned["cos_embed"]["rank"]["direction"] == "below"
+
+
+def test_the_findings_count_blocks_from_1_and_test_the_tied_premise():
+    from tinylens.attention.trajectories import alignment_summary
+    from tinylens.wording import disagreements
+
+    rng = np.random.default_rng(0)
+    depth = {"tuned_kl_mean": 0.1, "logit_kl_mean": 0.2, "cos_unembed_mean": 0.44, "cos_unembed_rank_mean": 4.0,
+             "cos_embed_mean": 0.006, "cos_embed_rank_mean": 35.0}
+    untied = alignment_summary({"cos_embed": rng.normal(0, 0.1, 200), "cos_embed_rank": rng.integers(1, 66, 200),
+                                "cos_unembed": rng.normal(0.4, 0.1, 200), "cos_unembed_rank": np.full(200, 3)}, 65)
+    tied = alignment_summary({"cos_embed": rng.normal(0.4, 0.1, 200), "cos_embed_rank": np.full(200, 3),
+                              "cos_unembed": rng.normal(0.4, 0.1, 200), "cos_unembed_rank": np.full(200, 3)}, 65)
+    head = {"block": 2, "head": 1, "diag_mean": 0.46, "half_absorption_mean": 100.0}
+    doc = {"trajectories": {"per_depth": [{**depth, "depth": d} for d in range(7)], "vocab_size": 65},
+           "spectra": {"most_self_attention": [head], "absorption": {"half_absorption_median": 19.3, "slowest": head}},
+           "probes": {"best_logistic": {"balanced_accuracy": 0.2}, "chance": {"balanced_accuracy": 0.17},
+                      "best_logistic_z_vs_shuffled": 1.2, "best_logistic_depth": 6},
+           "tied_embeddings": {"models": {"untied": untied, "tied": tied}}}
+    text = " ".join(summary.findings({"attention": doc}))
+    assert "The most self-attending head is block 3, head 2" in text and "after block 5)" in text
+    assert "in the untied model (seed 1337) the cosine is no different from 0 (mean " in text
+    assert "in the tied variant (seed 1337, trained as the original) the cosine is above 0 (mean 0.4" in text
+    assert "the mean rank below chance (mean 3, " in text and disagreements(text) == []

@@ -40,6 +40,8 @@ NORMS = ("layernorm", "rmsnorm")
 #: The options of a variant model and their defaults, the paper's model (method.md §14): ``config.json`` names an
 #: option only where a model differs from its default, so every model written before keeps its exact file.
 VARIANT_DEFAULTS = {"tie_embeddings": False, "norm": "layernorm"}
+#: The variant models a preset may train (``variants.models``), each the original with one option changed.
+VARIANT_OPTIONS = {"tied": {"tie_embeddings": True}, "rmsnorm": {"norm": "rmsnorm"}}
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,9 @@ def direction(test: Mapping) -> str:
 def verdict(test: Mapping, above: str, below: str, same: str = "no different") -> str:
     """The words of ``test``'s verdict: ``above``, ``below`` or ``same`` by :func:`direction`."""
     for words, allowed in ((above, DIFFERENT_WORDS), (below, DIFFERENT_WORDS), (same, SAME_WORDS)):
-        if not words.endswith(allowed):
-            raise ValueError(f"verdict words {words!r} do not end with one of {allowed} (tinylens.wording)")
+        said = _last_phrase(words.lower())
+        if said not in allowed:
+            raise ValueError(f"verdict words {words!r} do not say one of {allowed} last (tinylens.wording)")
     return {"above": above, "below": below, "same": same}[direction(test)]
 
 
@@ -125,17 +126,22 @@ _CLAUSE = re.compile(r"([^;:.()]*)\(([^()]*?\bp = ([-+]?[0-9][0-9.]*(?:e[-+]?[0-
 _WORDS = [(w, re.compile(rf"\b{re.escape(w)}\b")) for w in SAME_WORDS + DIFFERENT_WORDS]
 
 
+def _last_phrase(words: str) -> str | None:
+    """The verdict phrase of :data:`SAME_WORDS` or :data:`DIFFERENT_WORDS` said last in ``words`` (of two that end
+    together, the longer: "not dominated", not "dominated"); None if none is."""
+    hits = [(m.end(), len(w), w) for w, pattern in _WORDS for m in pattern.finditer(words)]
+    return max(hits)[2] if hits else None
+
+
 def disagreements(text: str, level: float = LEVEL) -> list[str]:
     """The verdict clauses of ``text`` whose words and quoted p disagree: the last verdict phrase before a
     parenthesis that quotes p (back to the previous ``;``, ``:`` or ``.``) is one of :data:`SAME_WORDS` while
     p < ``level``, or one of :data:`DIFFERENT_WORDS` while p >= ``level``."""
     found = []
     for match in _CLAUSE.finditer(text):
-        words, p = match.group(1).lower(), float(match.group(3))
-        hits = [(m.end(), len(w), w) for w, pattern in _WORDS for m in pattern.finditer(words)]
-        if not hits:
+        said, p = _last_phrase(match.group(1).lower()), float(match.group(3))
+        if said is None:
             continue
-        said = max(hits)[2]  # the last phrase; of two ending together, the longer ("not dominated")
         if (said in SAME_WORDS) != (p >= level):
             found.append(f"'{said}' with p = {match.group(3)}: {match.group(0).strip()}")
     return found
