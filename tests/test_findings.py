@@ -206,3 +206,20 @@ def test_the_criterion_sentence_states_its_prompts_and_its_null():
     assert "within two standard deviations of its permutation null" in within
     assert "The criterion" not in " ".join(supporting_findings({"supporting": _supporting([{"block": 5}])}))
     assert "At the input of ln_f, 61 of 65 token subspaces converged" in text
+
+
+def test_the_findings_open_with_the_one_convention(tmp_path):
+    from tinylens.wording import CONVENTION
+
+    _write(tmp_path, "metrics/superposition.json", SUPERPOSITION)
+    text = findings.findings_document(tmp_path, "small")
+    assert text.split("\n\n")[1] == CONVENTION
+    assert "counted from 1" in CONVENTION and '"seed 1337" is a random seed' in CONVENTION
+
+
+def test_no_sentence_of_the_snapshot_says_what_its_numbers_do_not(repo):
+    """Every verdict clause README.md's block shows quotes a p that agrees with its words (the default run's
+    robustness sentence once said "no different" beside p = 0.017)."""
+    from tinylens.wording import disagreements
+
+    assert disagreements(block(repo)) == []
