@@ -376,7 +376,8 @@ def test_head_scores_every_head_and_the_best_in_black():
     fig = make_head_scores(dynamics_curves(), dynamics_summary(), "1", uniform_baseline=0.12)
     prefix = fig.axes[0]
     best = [x for x in prefix.get_lines() if x.get_label().startswith("best head")]
-    assert [x.get_label() for x in best] == ["best head by final prefix matching: block 6 head 1 (+0.80)"]
+    # the metrics' block 5, head 1 (from 0), as people count them
+    assert [x.get_label() for x in best] == ["best head by final prefix matching: block 6 head 2 (+0.80)"]
     np.testing.assert_allclose(best[0].get_ydata(), np.linspace(0, 0.5, 4) + 0.3)
     others = [x for x in prefix.get_lines() if len(x.get_xdata()) == 4 and not x.get_label().startswith("best")]
     assert len(others) == 6 * 2 - 1  # every other head of every block
@@ -422,6 +423,14 @@ def test_composition_heatmaps_one_grid_per_kind_and_variant():
     np.testing.assert_allclose(grid[0:2, 2:4], [[0.3, 0.3], [0.4, 0.4]])  # head a of layer 0 -> heads of layer 1
     assert np.ma.getmaskarray(grid[2:4, 0:2]).all()  # a later head never writes to an earlier one: no value
     assert grids[0].get_ylabel() == "earlier head A (layer.head)" and grids[-1].get_xlabel() == "later head B (layer.head)"
+    assert [t.get_text() for t in grids[0].get_yticklabels()][:2] == ["1.1", "1.2"]  # layers and heads from 1
+
+
+def test_a_pair_of_the_metrics_is_labelled_from_1():
+    from tinylens.circuits.plots import people_pair
+    from tinylens.circuits.schemas import pair_label
+
+    assert people_pair(pair_label(0, 1, 2, 3)) == "1.2 -> 3.4"
 
 
 def symmetry_digest(names=("permutation", "cond1000")):
