@@ -181,11 +181,11 @@ rule next_token_alignment:
 
 rule attention_summary:
     input:
+        **({"alignment": results("attention/next_token_alignment.json")} if "tied" in VARIANTS else {}),
         heads=f"{ATTENTION_ORIGINAL}/heads.parquet",
         trajectories=f"{ATTENTION_ORIGINAL}/trajectories.json",
         probes=f"{ATTENTION_ORIGINAL}/probes.json",
         hull=f"{ATTENTION_ORIGINAL}/hull.parquet",
-        **({"alignment": results("attention/next_token_alignment.json")} if "tied" in VARIANTS else {}),
     output:
         summary=metrics_file("attention"),
     params:

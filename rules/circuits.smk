@@ -82,10 +82,10 @@ rule rmsnorm_symmetry:
 rule circuits_summary:
     input:
         **model_files(ORIGINAL, "config"),
+        **({"rmsnorm": rules.rmsnorm_symmetry.output.summary} if "rmsnorm" in VARIANTS else {}),
         scores=expand(results("circuits/seed{seed}/scores.parquet"), seed=SEEDS),
         over_training=expand(results("circuits/seed{seed}/over_training.parquet"), seed=SEEDS),
         symmetry=rules.symmetry_test.output.summary,
-        **({"rmsnorm": rules.rmsnorm_symmetry.output.summary} if "rmsnorm" in VARIANTS else {}),
     output:
         metrics=metrics_file("circuits"),
     params:
