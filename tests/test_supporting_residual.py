@@ -152,3 +152,22 @@ def test_tables_split_by_mode_keep_their_row_order():
     assert list(split) == ["corpus", "heldout"]
     assert split["corpus"]["x"].tolist() == [1, 3] and split["heldout"]["x"].tolist() == [2]
     assert split["heldout"]["mode"].tolist() == ["heldout"]
+
+
+def test_the_endpoints_claims_are_tested_beside_each_other():
+    """"Shorter" is the sign test of |end| < |x_7| over prompts; "closely aligned" the paired t-test of the
+    feed-forward-only endpoint's cosine against the attention-only one's."""
+    from tinylens.supporting.summary import summarize_endpoint
+
+    n = 100
+    ramp = np.linspace(-0.01, 0.01, n)
+    cols = {"cosine": 0.9 + ramp, "norm_ratio": np.r_[np.full(80, 1.1), np.full(20, 0.9)], "final_norm": np.ones(n),
+            "hellinger": 0.2 + ramp, "sa_cosine": 0.3 + ramp[::-1], "sa_norm_ratio": np.full(n, 0.5),
+            "sa_hellinger": 0.6 + ramp}
+    s = summarize_endpoint(cols)
+    tests = s["tests"]
+    assert tests["ffwd_shorter"]["share"] == 0.2 and tests["ffwd_shorter"]["direction"] == "below"  # longer
+    assert tests["sa_shorter"]["direction"] == "above"
+    assert tests["cosine_ffwd_minus_sa"]["mean"] == pytest.approx(0.6) and tests["cosine_ffwd_minus_sa"]["direction"] == "above"
+    assert tests["hellinger_ffwd_minus_sa"]["direction"] == "below"
+    assert s["sa_norm_ratio"]["mean"] == pytest.approx(0.5)
