@@ -156,8 +156,10 @@ def findings(documents: Mapping) -> list[str]:
     z = get(doc, "probes", "best_logistic_z_vs_shuffled")
     verdict = ("above the shuffled-label control by more than two of its standard deviations" if z > 2 else
                "not above the shuffled-label control by two of its standard deviations")
-    out.append(f"The best speaker probe reaches a balanced accuracy of {percent(get(best, 'balanced_accuracy'))} after "
-               f"block {get(doc, 'probes', 'best_logistic_depth')} (chance {percent(get(chance, 'balanced_accuracy'))}): "
+    depth = get(doc, "probes", "best_logistic_depth")  # 0: the embedding, d: after block d
+    where = "at the embedding" if depth == 0 else f"after block {depth}"
+    out.append(f"The best speaker probe reaches a balanced accuracy of {percent(get(best, 'balanced_accuracy'))} {where} "
+               f"(chance {percent(get(chance, 'balanced_accuracy'))}): "
                f"{verdict} (z = {num(z, 2)}, the best of the depths, so an upper bound).")
     hull = doc.get("convex_hull") if isinstance(doc, dict) else None
     if hull is not None:

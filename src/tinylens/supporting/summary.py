@@ -349,7 +349,7 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
                f"variant, {prompts}; per block the mean Hellinger difference drop-ffwd minus drop-sa of each of the "
                f"{seeds} seeds, t-test over the seeds): "
                + grouped([(block(get(r, "block")), get(r, "over_seeds")) for r in rows], "larger", "smaller")
-               + f" (block 1: {num(ffwd[0], 2)} against {num(sa[0], 2)}).")
+               + f"; in block 1 the mean distances are {num(ffwd[0], 2)} against {num(sa[0], 2)}.")
     versus = get(doc, "attention_vs_ffwd", "modes", mode)
     longer = [(block(get(r, "block")), get(r, "ffwd_longer")) for r in versus]
     held = sum(direction_of(t) == "above" for _, t in longer)
@@ -376,15 +376,18 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
         out.append(
             "Source 002's \"the feed-forward-only endpoint is shorter and closely aligned\": f = x_1 + sum_b ffwd_b "
             "against the real final residual x_7 is "
-            + stated(get(tests, "ffwd_shorter"), "shorter", "longer", what="share of prompts with |f| < |x_7|")
+            + stated(get(tests, "ffwd_shorter"), "shorter", "longer", "no different in length",
+                     what="share of prompts with |f| < |x_7|")
             + f" (mean norm ratio {num(get(e, 'norm_ratio', 'mean'))}); the attention-only endpoint a = x_1 + sum_b "
-            "sa_b is " + stated(get(tests, "sa_shorter"), "shorter", "longer", what="share of prompts with |a| < |x_7|")
+            "sa_b is " + stated(get(tests, "sa_shorter"), "shorter", "longer", "no different in length",
+                                what="share of prompts with |a| < |x_7|")
             + f" (mean norm ratio {num(get(e, 'sa_norm_ratio', 'mean'))}). f points the way of x_7 (mean cosine "
             f"{num(get(e, 'cosine', 'mean'))}, against a's {num(get(e, 'sa_cosine', 'mean'))}): the paired difference "
-            "cos(f, x_7) - cos(a, x_7) is " + stated(get(tests, "cosine_ffwd_minus_sa"), "above", "below")
-            + f" 0; its distribution is {num(get(e, 'hellinger', 'mean'))} from the model's (mean Hellinger, against "
+            "cos(f, x_7) - cos(a, x_7) is " + stated(get(tests, "cosine_ffwd_minus_sa"), "above 0", "below 0",
+                                                     "no different from 0")
+            + f"; its distribution is {num(get(e, 'hellinger', 'mean'))} from the model's (mean Hellinger, against "
             f"a's {num(get(e, 'sa_hellinger', 'mean'))}), the paired difference "
-            + stated(get(tests, "hellinger_ffwd_minus_sa"), "above", "below") + " 0.")
+            + stated(get(tests, "hellinger_ffwd_minus_sa"), "above 0", "below 0", "no different from 0") + ".")
     subspaces = get(doc, "token_subspaces")
     ratio = get(subspaces, "a_at_ln_f_input", "sigma_ratio")
     if ratio is not None:
