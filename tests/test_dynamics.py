@@ -389,15 +389,21 @@ def test_source000_phases_each_on_its_own_conditions_at_the_same_checkpoints():
     rising_ie = 1.2 + 1.3 * sigmoid(1.0)
     found = source000_phases(STEPS, noisy(rising_ie), noisy(kl), width=0.05, z=3.0)
     assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (True, False, False)
-    # IE high only long after KL's minimum: at s1 it is still at its start, so no phase 1
+    # IE high only long after KL's minimum: at s1 it is still in the lower half of its range, so no phase 1
     late_ie = 1.2 + 1.3 * sigmoid(2.8)
     assert not source000_phases(STEPS, noisy(late_ie), noisy(kl), width=0.05, z=3.0)["phase_1"]
     kl_back_down = kl - 1.2 * sigmoid(3.0)  # KL falls back to low while IE rebounds: no phase 3
     found = source000_phases(STEPS, noisy(ie), noisy(kl_back_down), width=0.05, z=3.0)
+    assert found["middle"]["kl"] == pytest.approx((kl_back_down.max() + kl_back_down[1:].min()) / 2, abs=0.05)
     assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (True, True, False)
     monotone_kl = 1.2 + 1.2 * sigmoid(2.3)
     found = source000_phases(STEPS, noisy(ie), noisy(monotone_kl), width=0.05, z=3.0)
     assert not found["phase_1"] and found["unigram_step"] is None
+    # IE starting high (as a trained LayerNorm's states at initialisation do) and falling a little before KL's
+    # minimum is still high there: phase 1 reads levels against the range, not against the first checkpoint
+    early_high = 2.7 - 0.3 * sigmoid(1.3) - 1.1 * sigmoid(2.3)  # 2.7 at the start, 2.4 at s1, 1.3 in the end
+    found = source000_phases(STEPS, noisy(early_high), noisy(kl), width=0.05, z=3.0)
+    assert found["at"]["s1"]["ie"] < found["at"]["start"]["ie"] - 0.2 and found["phase_1"] and found["phase_2"]
     # the same story at a hundredth of the size sits inside the curves' noise: no phase at all
     found = source000_phases(STEPS, noisy(1 + 0.01 * (ie - 1)), noisy(1 + 0.01 * (kl - 1)), width=0.05, z=3.0)
     assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (False, False, False)

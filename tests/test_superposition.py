@@ -477,6 +477,8 @@ def test_the_jumps_share_of_the_movement_is_tested_against_one_half():
         jumps[key].append(value)  # a move within noise: counted apart, not as a jump
     got = movement_shares({k: np.asarray(v) for k, v in training.items()}, jumps, smooth=1)
     assert got["share_moves_within_noise"] == pytest.approx(0.1 / 54)
+    # net displacement: 10 x 1/2 + 20 x (1/2 + 1.95); the drifting features' paths are monotone, so the same
+    assert got["net_displacement"] == pytest.approx(54) and got["jumps_over_net_displacement"] == pytest.approx(15 / 54)
     # 30 jumps of 1/2 over 10 x 1/2 + 20 x (1/2 + 1.95) of path length
     assert got["jumps_share"]["ratio"] == pytest.approx(15 / (5 + 20 * 2.45))
     assert got["jumps_share"]["direction"] == "below" and got["features"] == 30

@@ -176,8 +176,10 @@ def _tied_sentence(tied: Mapping) -> str:
     chance, each with its test."""
     def part(name: str) -> str:
         e = get(tied, "models", name, "cos_embed")
-        return (f"the cosine is {stated(get(e, 'cosine'), 'above 0', 'below 0', 'no different from 0')} and the mean "
-                f"rank {stated(get(e, 'rank'), 'above chance', 'below chance', 'no different from chance')}")
+        angle = math.degrees(math.acos(max(-1.0, min(1.0, get(e, "cosine", "mean")))))
+        return (f"the cosine is {stated(get(e, 'cosine'), 'above 0', 'below 0', 'no different from 0')}, an angle of "
+                f"{num(angle, 3)} degrees, and the mean rank "
+                f"{stated(get(e, 'rank'), 'above chance', 'below chance', 'no different from chance')}")
 
     chance = get(tied, "models", "untied", "chance_rank")
     return ("Source 001's premise that the final state points at the next token's embedding presumes tied "

@@ -255,13 +255,13 @@ def source000_phases(steps: np.ndarray, ie: np.ndarray, kl: np.ndarray, width: f
     that curve's noise (:func:`curve_noise`; ``d_ie``, ``d_kl``). On the smoothed curves (step 0 left out):
 
     - phase 1, the unigram learned (KL low and IE high at once): at ``s1``, the first minimum of KL (a swing of
-      ``d_kl`` on both sides), KL lies more than ``d_kl`` below its first value and IE more than ``d_ie`` above
-      its first value;
+      ``d_kl`` on both sides), KL lies more than ``d_kl`` below the middle of its range over training and IE
+      more than ``d_ie`` above the middle of its range ("low" and "high": in the lower and upper half);
     - phase 2 (KL up while IE goes down): from ``s1`` (the first checkpoint where KL has no minimum) to ``s2``,
       IE's lowest point after it, KL rises by more than ``d_kl`` and IE falls by more than ``d_ie``;
     - phase 3 (IE up again with KL high), after phase 2: from ``s2`` to ``s3``, IE's highest point after it, IE
-      rises by more than ``d_ie`` while KL stays more than ``d_kl`` above its value at ``s1`` at every checkpoint
-      between.
+      rises by more than ``d_ie`` while KL stays high, more than ``d_kl`` above the middle of its range, at every
+      checkpoint between.
 
     Returns the three flags, ``s1``, ``s2``, ``s3`` (steps; None where a phase has no checkpoint), both curves'
     values there, the noises and thresholds, and the critical points of both curves (swings above the
@@ -273,11 +273,12 @@ def source000_phases(steps: np.ndarray, ie: np.ndarray, kl: np.ndarray, width: f
     kl_points, ie_points = zigzag(kl_s, d_kl), zigzag(ie_s, d_ie)
     kl_minima = [i for i, kind in kl_points if kind == "min"]
     i1 = kl_minima[0] if kl_minima else 0
-    phase1 = bool(kl_minima) and kl_s[0] - kl_s[i1] > d_kl and ie_s[i1] - ie_s[0] > d_ie
+    ie_mid, kl_mid = (ie_s.max() + ie_s.min()) / 2, (kl_s.max() + kl_s.min()) / 2
+    phase1 = bool(kl_minima) and kl_mid - kl_s[i1] > d_kl and ie_s[i1] - ie_mid > d_ie
     i2 = i1 + int(np.argmin(ie_s[i1:]))
     phase2 = bool(i2 > i1 and kl_s[i2] - kl_s[i1] > d_kl and ie_s[i1] - ie_s[i2] > d_ie)
     i3 = i2 + int(np.argmax(ie_s[i2:]))
-    phase3 = bool(phase2 and i3 > i2 and ie_s[i3] - ie_s[i2] > d_ie and kl_s[i2:i3 + 1].min() - kl_s[i1] > d_kl)
+    phase3 = bool(phase2 and i3 > i2 and ie_s[i3] - ie_s[i2] > d_ie and kl_s[i2:i3 + 1].min() - kl_mid > d_kl)
 
     def at(i: int | None) -> int | None:
         return None if i is None else int(round(10 ** log_steps[i]))
@@ -293,5 +294,6 @@ def source000_phases(steps: np.ndarray, ie: np.ndarray, kl: np.ndarray, width: f
         "at": {name: None if i is None else {"step": at(i), "ie": float(ie_s[i]), "kl": float(kl_s[i])}
                for name, i in {"start": 0, **checkpoints}.items()},
         "noise": noise, "z": z, "thresholds": {"ie": d_ie, "kl": d_kl},
+        "middle": {"ie": float(ie_mid), "kl": float(kl_mid)},
         "ie_critical_points": named(ie_points, ie_s), "kl_critical_points": named(kl_points, kl_s),
     }

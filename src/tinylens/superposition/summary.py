@@ -130,11 +130,12 @@ def movement_shares(training: Mapping, jumps: Mapping, smooth: int) -> dict:
     step, d = np.asarray(training["step"]), np.asarray(training["dimensionality"], dtype=np.float64)
     units = sorted(set(zip(sparsity.tolist(), feature.tolist())))
     index = {u: i for i, u in enumerate(units)}
-    total = np.zeros(len(units))
+    total, net = np.zeros(len(units)), np.zeros(len(units))
     for u, i in index.items():
         sel = np.flatnonzero((sparsity == u[0]) & (feature == u[1]))
         curve = running_median(d[sel[np.argsort(step[sel], kind="stable")]], smooth)
         total[i] = float(np.abs(np.diff(curve)).sum())
+        net[i] = float(abs(curve[-1] - curve[0]))  # the least movement any path from start to end covers
     carried = {True: np.zeros(len(units)), False: np.zeros(len(units))}
     for s_, f, a, b, real in zip(jumps["sparsity"], jumps["feature"], jumps["from_fraction"], jumps["to_fraction"],
                                  jumps["exceeds_noise"]):
@@ -142,7 +143,8 @@ def movement_shares(training: Mapping, jumps: Mapping, smooth: int) -> dict:
     whole = float(total.sum())
     return {"definition": f"per feature, the path length of its D_i over the snapshots (running median of {smooth}); "
                           "a jump or a move within noise carries the distance between its two plateaus' levels",
-            "features": len(units), "total_movement": whole,
+            "features": len(units), "total_movement": whole, "net_displacement": float(net.sum()),
+            "jumps_over_net_displacement": float(carried[True].sum() / net.sum()) if net.sum() > 0 else None,
             "jumps": float(carried[True].sum()), "moves_within_noise": float(carried[False].sum()),
             "share_moves_within_noise": float(carried[False].sum() / whole) if whole > 0 else None,
             "jumps_share": ratio_test(carried[True], total, null=0.5)}
@@ -399,8 +401,10 @@ def findings(documents: Mapping) -> list[str]:
         out.append(f"Source 004's \"learning dominated by energy-level jumps\": the jumps carry "
                    f"{percent(get(share, 'ratio'))} of D_i's total movement over training (its path length, summed "
                    f"over {get(movement, 'features')} features; the moves within noise "
-                   f"{percent(get(movement, 'share_moves_within_noise'))}, the rest is drift and jitter); against one "
-                   "half, by the bootstrap over features, learning is "
+                   f"{percent(get(movement, 'share_moves_within_noise'))}, the rest is drift and jitter; against the net "
+                   f"displacement, the least any path covers, the jumps carry "
+                   f"{percent(get(movement, 'jumps_over_net_displacement'))}); against one half, by the bootstrap over "
+                   "features, learning is "
                    + stated(share, "dominated", "not dominated", "cannot be told", what="share") + " by the jumps.")
     out.append(f"The trained n = 2, m = 1 models' regime matches the analytic one in "
                f"{percent(get(h, 'phase_agreement_best_seed'))} of the phase diagram's cells (best seed per cell).")
