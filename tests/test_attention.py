@@ -523,3 +523,12 @@ def test_the_findings_count_blocks_from_1_and_test_the_tied_premise():
     assert "in the untied model (seed 1337) the cosine is no different from 0 (mean " in text
     assert "in the tied variant (seed 1337, trained as the original) the cosine is above 0 (mean 0.4" in text
     assert "the mean rank below chance (mean 3, " in text and disagreements(text) == []
+
+
+@pytest.mark.workflow
+def test_the_tied_variant_beside_the_untied_model(finished_run):
+    alignment = json.loads((finished_run / "attention/next_token_alignment.json").read_text())
+    untied, tied = (alignment["models"][k]["cos_embed"] for k in ("untied", "tied"))
+    assert tied["cosine"]["mean"] > untied["cosine"]["mean"]  # a tied unembedding is the embedding
+    metrics = json.loads((finished_run / "metrics/attention.json").read_text())
+    assert metrics["tied_embeddings"]["models"]["tied"] == alignment["models"]["tied"]

@@ -398,6 +398,17 @@ def test_across_seeds_compares_layer_pairs_not_head_labels():
 # --- the family end to end, on the session's `test` preset run --------------------------------------
 
 @pytest.mark.workflow
+def test_the_rmsnorm_variant_is_in_the_circuits_metrics(finished_run):
+    import json
+
+    result = json.loads((finished_run / "circuits/rmsnorm_symmetry.json").read_text())
+    assert result["norm"] == "rmsnorm" and len(result["near_symmetries"]["maps"]) == 7
+    metrics = json.loads((finished_run / "metrics/circuits.json").read_text())["rmsnorm_variant"]
+    assert {"orthogonal", "permutation", "orthogonal_fixing_ones"} <= set(metrics["real_model_survives"])
+    assert metrics["real_model_changes"] == ["cond10", "cond1000"]
+
+
+@pytest.mark.workflow
 def test_circuits_family_end_to_end(finished_run, config):
     import json
 
