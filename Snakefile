@@ -58,6 +58,9 @@ report: "report/workflow.rst"
 onstart:
     # Temporaries that killed jobs of earlier runs left (`.tmp-*`, never a finished file).
     remove_stale_temporaries(f"results/{PRESET}", recursive=True)
+    # and of this preset's headline, in the folder every preset's shares (rules/comparison.smk)
+    headline = Path(rules.write_headline.output[0])
+    remove_stale_temporaries(headline.parent, name=headline.name)
 
 
 # The core reproduction (method.md §0-6): `snakemake --cores all core`.

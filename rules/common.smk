@@ -218,9 +218,16 @@ def external_settings(key):
 
 
 def external_available(wildcards):
-    """Stops the plan before any job runs when a checkpoint cannot be loaded here (offline, no local copy)."""
+    """Stops the plan before any job runs when the `tl` extra is not installed, a checkpoint cannot be loaded
+    here (offline, no local copy) or a probe period of the onset is not alias-free."""
+    from tinylens.phase_change.onset import check_probe_periods
+
     entry = EXTERNAL_MODELS[wildcards.name]
     check_available(entry["model"], entry["steps"], entry["revision"])
+    onset = entry["onset"]
+    check_probe_periods(
+        onset["probe_periods"], entry["context"], onset["lookback_periods"], f"external_models.{wildcards.name}.onset"
+    )
     return []
 
 # --- end external models ---

@@ -1,6 +1,6 @@
 # The published numbers of method.md beside ours, in one table (tinylens.comparison; method.md §12).
 # Its sources (COMPARISON_SOURCES) are in common.smk.
-from tinylens.comparison import differences as paper_differences
+from tinylens.comparison import HEADLINE, differences as paper_differences
 from tinylens.config import resolve_preset
 
 
@@ -34,6 +34,28 @@ rule paper_comparison:
         "../scripts/comparison/paper_comparison.py"
 
 
+# The run's headline, what `dvc metrics show` prints (tinylens.comparison.run_headline): outside results/<preset>/,
+# one file per preset in one folder, which dvc.yaml's top-level `metrics:` names; `tinylens publish` commits it to git.
+rule write_headline:
+    input:
+        core=rules.hellinger_summary.output.headline,
+        comparison=rules.paper_comparison.output.metrics,
+    output:
+        HEADLINE.format(preset=PRESET),
+    resources:
+        mem_mb=300,
+        runtime=5,
+    log:
+        results("logs/write_headline.log"),
+    benchmark:
+        results("benchmarks/write_headline.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/comparison/write_headline.py"
+
+
 rule comparison:
     input:
         rules.paper_comparison.output,
+        rules.write_headline.output,

@@ -1,7 +1,9 @@
 # External models through TransformerLens (method.md §13, docs/external.md): every checkpoint of each model
 # named by `external` (entries of `external_models`) measured as our seeds are: training dynamics (§8) and
 # weight-only composition (§9); the same tables, metrics and figures, by the same summary and figure scripts,
-# under results/<preset>/external/<model>/. Target: `snakemake --cores all external_models`; not in `rule all`.
+# under results/<preset>/external/<model>/; with an integrity gate (checkpoints repeating weights are reported
+# and left out of detection) and §8b's induction-head onset. Target: `snakemake --cores all external_models`
+# (needs the `tl` extra: pip install -e ".[tl]"); not in `rule all`.
 wildcard_constraints:
     name="|".join(map(re.escape, EXTERNAL_MODELS)) or "^$",
 
@@ -14,6 +16,8 @@ rule external_measure:
         config=external("model/config.json"),
         checkpoints=external(f"dynamics/seed{EXTERNAL_SEED}/checkpoints.parquet"),
         heads=external(f"dynamics/seed{EXTERNAL_SEED}/heads.parquet"),
+        onset=external(f"dynamics/seed{EXTERNAL_SEED}/onset.parquet"),
+        onset_heads=external(f"dynamics/seed{EXTERNAL_SEED}/onset_heads.parquet"),
         over_training=external(f"circuits/seed{EXTERNAL_SEED}/over_training.parquet"),
         scores=external(f"circuits/seed{EXTERNAL_SEED}/scores.parquet"),
     params:
@@ -25,6 +29,9 @@ rule external_measure:
         train_fraction=external_settings("train_fraction"),
         context=external_settings("context"),
         measure=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["measure"],
+        onset=external_settings("onset"),
+        stream=external_settings("stream"),
+        scratch=external("stream"),  # stream: true: the one or two fetched checkpoints, removed at the end
         samples=lambda wc: EXTERNAL_MODELS[wc.name]["composition"]["baseline_samples"],
         baseline_seed=lambda wc: EXTERNAL_MODELS[wc.name]["composition"]["baseline_seed"],
         device=config["device"],
@@ -43,22 +50,28 @@ rule external_measure:
         "../scripts/external/external_measure.py"
 
 
-# The summary of our seeds, run on the external model's tables (its one "seed" is EXTERNAL_SEED).
+# The summary of our seeds on the external model's tables (its one "seed" is EXTERNAL_SEED), on the checkpoints
+# whose weights are distinct (the integrity report says which are not), with §8b's induction-head onset.
 rule external_dynamics_summary:
     input:
-        checkpoints=[rules.external_measure.output.checkpoints],
-        heads=[rules.external_measure.output.heads],
+        checkpoints=rules.external_measure.output.checkpoints,
+        heads=rules.external_measure.output.heads,
+        onset=rules.external_measure.output.onset,
+        onset_heads=rules.external_measure.output.onset_heads,
         config=rules.external_measure.output.config,
     output:
         summary=external("metrics/dynamics.json"),
     params:
-        seeds=[EXTERNAL_SEED],
-        original=EXTERNAL_SEED,
+        seed=EXTERNAL_SEED,
+        model=external_settings("model"),
+        revision=external_settings("revision"),
+        steps=external_settings("steps"),
+        tokens_per_step=external_settings("tokens_per_step"),
         phases=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["phases"],
         repeat_length=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["measure"]["repeat"]["length"],
         repeat_copies=lambda wc: EXTERNAL_MODELS[wc.name]["dynamics"]["measure"]["repeat"]["copies"],
-        # the script counts tokens as batch_size x the window's context: a step's tokens in those units
-        batch_size=lambda wc: EXTERNAL_MODELS[wc.name]["tokens_per_step"] / EXTERNAL_MODELS[wc.name]["context"],
+        keep_duplicates=lambda wc: EXTERNAL_MODELS[wc.name]["integrity"]["keep_duplicates"],
+        onset=external_settings("onset"),
     resources:
         mem_mb=1000,
         runtime=5,
@@ -69,7 +82,7 @@ rule external_dynamics_summary:
     conda:
         "../envs/tinylens.yaml"
     script:
-        "../scripts/dynamics/dynamics_summary.py"
+        "../scripts/external/external_dynamics_summary.py"
 
 
 # The circuits family's summary on the external model's tables (the last checkpoint's scores, K-composition
@@ -150,9 +163,33 @@ EXTERNAL_FIGURES = figures(
 )
 
 
+# The model's findings in words, by the code and with the sentences of our run's findings where they apply.
+rule external_findings:
+    input:
+        dynamics=rules.external_dynamics_summary.output.summary,
+        circuits=rules.external_circuits_summary.output.metrics,
+    output:
+        findings=external("findings.md"),
+    params:
+        preset=PRESET,
+        model=external_settings("model"),
+    resources:
+        mem_mb=600,
+        runtime=5,
+    log:
+        external("logs/external_findings.log"),
+    benchmark:
+        external("benchmarks/external_findings.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/external/external_findings.py"
+
+
 rule external_models:
     input:
         expand(EXTERNAL_FIGURES, name=EXTERNAL_NAMES),
         expand(rules.external_dynamics_summary.output.summary, name=EXTERNAL_NAMES),
         expand(rules.external_circuits_summary.output.metrics, name=EXTERNAL_NAMES),
+        expand(rules.external_findings.output, name=EXTERNAL_NAMES),
         expand(rules.external_measure.output, name=EXTERNAL_NAMES),

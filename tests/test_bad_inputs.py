@@ -203,4 +203,4 @@ def test_the_catalogue_shows_todays_restore_messages(repo, check, tmp_path):
     doc = (repo / "docs/bad-inputs.md").read_text(encoding="utf-8").splitlines()
     with pytest.raises(RestoreError) as err:
         check_lock("test", tmp_path) if check == "no dvc.lock" else check_config(["seeds={original: 1}"])
-    assert f"tinylens-restore: {err.value}" in doc
+    assert f"tinylens restore: {err.value}" in doc

@@ -1,7 +1,7 @@
 """Data versioning round trips: run, publish, fresh clone, `dvc pull`, restore, regenerate figures.
 
 The `test` preset's artifacts (from the session's workflow run) are published
-(`tinylens-publish`: dvc commit, dvc push, git commit of dvc.lock) from a
+(`tinylens publish`: dvc commit, dvc push, git commit of dvc.lock) from a
 throwaway git repository holding the project's files, to a local directory
 remote and to an S3-compatible server (moto) on 127.0.0.1. Every command that
 runs in a clone uses that clone's own package (PYTHONPATH), as a user's
@@ -54,12 +54,13 @@ def dvc(*args, cwd, check=True, env=None):
 
 
 def restore(cwd, *config, check=True):
-    return sh(sys.executable, "-m", "tinylens.restore", "--preset", "test", *(["--config", *config] if config else []),
+    return sh(sys.executable, "-m", "tinylens", "restore", "--preset", "test",
+              *(["--config", *config] if config else []),
               cwd=cwd, check=check)
 
 
 def publish(cwd, *args, check=True):
-    return sh(sys.executable, "-m", "tinylens.publish", "--preset", "test", *args, cwd=cwd, check=check)
+    return sh(sys.executable, "-m", "tinylens", "publish", "--preset", "test", *args, cwd=cwd, check=check)
 
 
 def snakemake(cwd, *args, check=True):
@@ -102,10 +103,13 @@ def origin(repo, finished_run, tmp_path_factory, store):
     sh("git", "commit", "-qm", "project", cwd=origin)
     use_remote(origin, "store", str(store))
     shutil.copytree(finished_run, origin / "results/test")
+    shutil.copy2(finished_run.parent / "headline/test.json", origin / "results/headline/test.json")
     out = publish(origin).stdout
     assert "published preset 'test': dvc.lock committed, artifacts pushed" in out
-    assert sh("git", "status", "--porcelain", cwd=origin).stdout == ""  # dvc.lock is committed
+    assert sh("git", "status", "--porcelain", cwd=origin).stdout == ""  # dvc.lock and the headline are committed
     assert "workflow@test" in sh("git", "show", "HEAD:dvc.lock", cwd=origin).stdout
+    assert sh("git", "show", "--name-only", "--format=", "HEAD", cwd=origin).stdout.split() == [
+        "dvc.lock", "results/headline/test.json"]
     assert sh("git", "log", "-1", "--format=%s", cwd=origin).stdout.strip() == "Artifacts of the test preset"
     return origin
 
@@ -135,7 +139,7 @@ def user_clone(origin, tmp_path_factory):
     # a killed job's leftover inside a pulled folder
     stale = clone / f"results/test/search/corpus/.tmp-shard_1-of-2.parquet.{atomic._host()}.{dead_pid()}.x1"
     stale.write_bytes(b"half a shard")
-    restored = restore(clone)  # the README's `tinylens-restore --preset test`, with this clone's package
+    restored = restore(clone)  # the README's `tinylens restore --preset test`, with this clone's package
     assert "Snakemake now plans nothing" in restored.stdout
     return clone
 
@@ -200,15 +204,18 @@ def test_figures_regenerate_without_heavy_jobs(user_clone, tmp_path):
     assert "case_studies.png" in (user_clone / "report.html").read_text(errors="ignore")
 
 
-def test_metrics_show_prints_the_headline_and_the_papers_numbers_beside_ours(user_clone):
+def test_metrics_show_prints_the_run_headline(user_clone, finished_run):
+    """In a restored clone, `dvc metrics show` prints the headline git brought, without a warning for the presets
+    not published (the table's width and the diff: tests/test_dvc_metrics.py)."""
     import json
 
-    shown = json.loads(dvc("metrics", "show", "--json", cwd=user_clone).stdout)
-    data = next(iter(shown.values()))["data"]
-    comparison = data["results/test/metrics/paper_comparison.json"]["data"]["headline"]
-    assert comparison["hellinger_mean"]["paper"] == 0.1677 and "like_for_like" in comparison["hellinger_mean"]
-    assert set(comparison) >= {"hellinger_mean", "alternate_1442_mean", "val_loss_seed1337"}
-    assert "paper_paper_values_mean" in data["results/test/metrics/headline.json"]["data"]
+    proc = dvc("metrics", "show", "--json", cwd=user_clone)
+    assert "failed to load" not in proc.stderr
+    data = next(iter(json.loads(proc.stdout).values()))["data"]
+    assert list(data) == ["results/headline/test.json"]
+    written = json.loads((finished_run.parent / "headline/test.json").read_text())
+    assert data["results/headline/test.json"]["data"] == written
+    assert set(data["results/headline/test.json"]["data"]["H"]) == {"heldout", "paper", "published", "seeds"}
 
 
 def test_restore_refuses_other_code_or_config_and_unsafe_overrides(user_clone):
@@ -289,7 +296,7 @@ def test_no_published_artifacts_is_a_clear_error(origin, tmp_path):
     refused = restore(clone, check=False)
     assert refused.returncode == 1
     assert "this checkout has no dvc.lock: no artifacts of preset 'test' were published" in refused.stderr
-    assert "tinylens-publish --preset test" in refused.stderr
+    assert "tinylens publish --preset test" in refused.stderr
     assert not (clone / ".snakemake").exists()
 
 
@@ -343,21 +350,23 @@ def test_the_readme_user_path_is_the_one_these_tests_run(repo):
     assert block, "README lost the users' DVC path"
     commands = [line.split("#")[0].strip() for line in block.group(1).splitlines() if line.strip()]
     assert commands == ["git clone <repository-url> tinylens && cd tinylens", "pip install -e .",
-                        "dvc pull workflow@small", "tinylens-restore --preset small", "snakemake --cores all",
+                        "dvc pull workflow@small", "tinylens restore --preset small", "snakemake --cores all",
                         "snakemake --report report.html"]
-    # the console script is the module restore() runs as `python -m tinylens.restore`
-    assert 'tinylens-restore = "tinylens.restore:main"' in (repo / "pyproject.toml").read_text()
+    # the console script is the command restore() runs as `python -m tinylens restore`
+    assert 'tinylens = "tinylens.cli:main"' in (repo / "pyproject.toml").read_text()
     assert "small" in yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]["workflow"]["foreach"]
 
 
 def test_every_output_of_a_run_is_versioned_by_dvc(finished_run, repo):
-    """Each file a run writes (but its logs and benchmark records) lies under one of dvc.yaml's outs or
-    metrics, so `dvc pull` brings back a complete run (a family whose folder is missing there leaves a pulled
-    clone that Snakemake would redo)."""
+    """Each file a run writes (but its logs and benchmark records) lies under one of dvc.yaml's outs, so `dvc
+    pull` brings back a complete run (a family whose folder is missing there leaves a pulled clone that Snakemake
+    would redo); its headline, outside results/<preset>/, too (git carries it: tests/test_dvc_metrics.py)."""
     stage = next(iter(yaml.safe_load((repo / "dvc.yaml").read_text(encoding="utf-8"))["stages"].values()))["do"]
-    tracked = [next(iter(entry)).replace("results/${item}/", "") for entry in stage["outs"] + stage["metrics"]]
+    tracked = [next(iter(entry)).replace("results/${item}/", "") for entry in stage["outs"]]
     unversioned = sorted(
         {path.relative_to(finished_run).as_posix() for path in finished_run.rglob("*") if path.is_file()}
         - {p for p in (path.relative_to(finished_run).as_posix() for path in finished_run.rglob("*"))
            if p.startswith(("logs/", "benchmarks/")) or any(p == t or p.startswith(t + "/") for t in tracked)})
     assert not unversioned, f"outputs no dvc.yaml entry versions: {unversioned[:10]}"
+    assert (finished_run.parent / f"headline/{finished_run.name}.json").is_file()
+    assert "results/headline/${item}.json" in tracked

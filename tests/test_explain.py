@@ -74,8 +74,8 @@ def test_the_command_prints_writes_and_exits_2_on_a_bad_prompt(finished_run, tmp
 
 def test_a_bad_prompt_is_reported_before_torch_is_imported(finished_run):
     """The checks need only the run's tokenizer: the error comes at once, not after torch's import."""
-    code = ("import sys; from tinylens.explain import main; "
-            f"code = main(['--preset', 'test', '--workdir', {str(finished_run.parents[1])!r}, 'And only']); "
+    code = ("import sys; from tinylens.cli import main; "
+            f"code = main(['explain', '--preset', 'test', '--workdir', {str(finished_run.parents[1])!r}, 'And only']); "
             "print(code, 'torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stdout.split() == ["2", "False"], proc.stdout + proc.stderr

@@ -157,12 +157,13 @@ def test_trained_models_match_in_transformer_lens(finished_run):
 @pytest.mark.workflow
 def test_export_command_writes_a_folder_transformer_lens_loads(finished_run, tmp_path):
     require_transformer_lens()
+    from tinylens.cli import main
     from tinylens.core.corpus import CharTokenizer
-    from tinylens.export import load_exported, main
+    from tinylens.export import load_exported
     from tinylens.weights import load_model
 
     model_dir, out = finished_run / "models/seed1337", tmp_path / "tl"
-    assert main([str(model_dir), str(out)]) == 0
+    assert main(["export", str(model_dir), str(out)]) == 0
     check = json.loads((out / "export_check.json").read_text())
     assert check["max_abs_logit_difference"] < 1e-4
     bridge = load_exported(out)  # TransformerLens alone: config JSON, boot_native, strict load
@@ -171,7 +172,7 @@ def test_export_command_writes_a_folder_transformer_lens_loads(finished_run, tmp
     with torch.no_grad():
         torch.testing.assert_close(bridge(text), load_model(model_dir)(ids)[0], atol=1e-4, rtol=0)
     with pytest.raises(SystemExit) as stop:  # not a model folder: a usage error naming it
-        main([str(tmp_path), str(tmp_path / "x")])
+        main(["export", str(tmp_path), str(tmp_path / "x")])
     assert stop.value.code == 2
 
 

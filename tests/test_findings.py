@@ -21,12 +21,12 @@ SUPERPOSITION = {"headline": {
 
 def test_readme_block_is_rendered_from_the_snapshot(repo):
     """No result number in README.md is typed by hand: its block is what the committed snapshot renders.
-    After a change to a family's sentences: `python -m tinylens.findings render`; after a new default run:
-    `python -m tinylens.findings snapshot results/small`."""
+    After a change to a family's sentences: `tinylens findings render`; after a new default run:
+    `tinylens findings snapshot results/small`."""
     readme = (repo / "README.md").read_text(encoding="utf-8")
     expected = replace_block(readme, block(repo))
     assert readme == expected, ("README.md's findings block differs from what docs/snapshot/ renders: run "
-                                "`python -m tinylens.findings render` (never edit the block by hand)")
+                                "`tinylens findings render` (never edit the block by hand)")
 
 
 def test_the_snapshot_renders_every_family_it_holds(repo):

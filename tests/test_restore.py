@@ -50,7 +50,7 @@ def test_no_dvc_lock_says_what_to_do(tmp_path):
         check_lock("small", tmp_path)
     message = str(err.value)
     assert message.startswith("this checkout has no dvc.lock: no artifacts of preset 'small' were published")
-    assert "tinylens-publish --preset small" in message and "snakemake --cores all --config preset=small" in message
+    assert "tinylens publish --preset small" in message and "snakemake --cores all --config preset=small" in message
     (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n  workflow@test:\n    cmd: x\n")
     check_lock("test", tmp_path)
     with pytest.raises(RestoreError, match="this checkout's dvc.lock has no entry for workflow@small: no artifacts"):
@@ -162,3 +162,19 @@ def test_publish_refuses_an_unfinished_run_and_otherwise_commits_pushes_and_comm
     assert module.publish("test", checkout) == "published preset 'test': dvc.lock committed, artifacts pushed"
     assert [c[:2] for c in tools.ran if c[0] in ("dvc", "git")] == [
         ["dvc", "commit"], ["dvc", "push"], ["git", "add"], ["git", "diff"], ["git", "commit"]]
+
+
+def test_publish_commits_the_run_headline_with_dvc_lock(monkeypatch, checkout, repo):
+    """The outputs dvc.yaml leaves to git (`cache: false`: the run's headline, which `dvc metrics diff`
+    compares against) are added and committed with dvc.lock, and nothing else."""
+    import shutil
+
+    import tinylens.restore as module
+
+    shutil.copy(repo / "dvc.yaml", checkout / "dvc.yaml")
+    tools = Tools()
+    monkeypatch.setattr(module, "_run", tools)
+    module.publish("test", checkout)
+    committed = ["--", "dvc.lock", "results/headline/test.json"]
+    git = [c for c in tools.ran if c[:2] in (["git", "add"], ["git", "diff"], ["git", "commit"])]
+    assert [c[-3:] for c in git] == [committed] * 3

@@ -64,6 +64,7 @@ def test_every_family_package_is_laid_out_the_same_way():
 #: (2-3 CPU-s) is most of such a job's cost. The library imports torch inside the functions that use it.
 TORCH_FREE = (
     "core/build_strings", "circuits/circuits_summary", "core/download_corpus", "dynamics/dynamics_summary",
+    "external/external_dynamics_summary", "external/external_findings",
     "findings/write_findings", "core/hellinger_summary", "comparison/paper_comparison", "core/paper_prompts",
     "phase_change/phase_change_summary", "attention/attention_summary", "superposition/superposition_summary",
     "supporting/supporting_metrics", "core/tokenize", "core/training_summary",

@@ -489,7 +489,7 @@ def counts(table: Sequence[Mapping]) -> dict[str, int]:
 
 
 def headline(rows: Sequence[Row], table: Sequence[Mapping]) -> dict[str, dict[str, float | str]]:
-    """The rows marked ``headline``, flat enough for ``dvc metrics show`` (missing values left out)."""
+    """The rows marked ``headline``, flat (missing values left out)."""
     marked = {r.id for r in rows if r.headline}
     out = {}
     for t in table:
@@ -509,6 +509,28 @@ def report(rows: Sequence[Row], table: Sequence[Mapping], preset: str, differ: M
         "headline": headline(rows, table),
         "rows": [{k: _json_number(v) for k, v in t.items()} for t in table],
     }
+
+
+#: Each run's headline (rule write_headline), one file per preset in one folder, outside results/<preset>/:
+#: dvc.yaml's top-level ``metrics:`` names the folder, so `dvc metrics show` reads the presets that have run.
+HEADLINE = "results/headline/{preset}.json"
+
+
+def run_headline(core: Mapping, comparison: Mapping) -> dict:
+    """The handful of numbers `dvc metrics show` prints for a run: short keys and four decimals, so that the
+    table of every preset run fits a terminal (docs/dvc.md says what each is). ``core``: metrics/headline.json
+    (:func:`tinylens.core.summary.headline`); ``comparison``: :func:`report`'s metrics/paper_comparison.json.
+
+    ``H``: mean Hellinger distances from the original model: ``paper`` (the paper's prompts, thresholds and
+    weights: like for like with ``published``, the paper's own), ``heldout`` (held-out prompts, thresholds and
+    weights tuned on other held-out prompts) and ``seeds`` (the alternate seeds' models on the same held-out
+    prompts: the noise floor of ``heldout``); ``val_loss``: the original model's validation loss;
+    ``consistent`` and ``differs``: the comparison's verdict counts."""
+    distances = {"heldout": core.get("heldout_approximation_mean"), "paper": core.get("paper_paper_values_mean"),
+                 "published": published.HELLINGER["mean"], "seeds": core.get("heldout_alternates_mean")}
+    return {"H": {name: round(value, 4) for name, value in distances.items() if value is not None},
+            "val_loss": round(core["val_loss_original"], 4),
+            "consistent": comparison["counts"]["consistent"], "differs": comparison["counts"]["differs"]}
 
 
 def _json_number(value):

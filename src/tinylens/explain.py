@@ -86,7 +86,7 @@ def find_run(preset: str = "small", workdir: str | Path = ".", config: str | Pat
         raise FileNotFoundError(
             f"no finished '{preset}' run under {workdir.resolve()}: missing {', '.join(missing)}. Run "
             f"`snakemake --cores all core --config preset={preset}` there, or `dvc pull workflow@{preset}` and "
-            f"`tinylens-restore --preset {preset}`, or pass --workdir (the folder holding results/)")
+            f"`tinylens restore --preset {preset}`, or pass --workdir (the folder holding results/)")
     return run
 
 
@@ -220,23 +220,9 @@ def write(e: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
     return json_path, png_path
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``tinylens explain PROMPT [--preset small] [--workdir .] [--out DIR]``."""
-    parser = argparse.ArgumentParser(
-        prog="tinylens explain",
-        description="Explain a prompt from a finished run: per block the matching strings and the approximation "
-                    "from them against the model's next-token distribution (method.md §6).")
-    parser.add_argument("prompt", help="substring_length characters of the corpus' vocabulary (a longer text: its "
-                                       "last characters)")
-    parser.add_argument("--preset", default="small", help="the finished run's preset (default: small)")
-    parser.add_argument("--workdir", type=Path, default=Path("."),
-                        help="the folder holding results/ (default: the current folder)")
-    parser.add_argument("--config", type=Path, default=None,
-                        help="the config the run used (default: WORKDIR/config/config.yaml, else the repository's)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="where to write the JSON and PNG (default: results/<preset>/explain)")
-    parser.add_argument("--top", type=int, default=8, help="tokens shown per distribution (default: 8)")
-    args = parser.parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """``tinylens explain PROMPT`` (its arguments: :mod:`tinylens.cli`): print the explanation, write its JSON
+    and PNG; exit status :data:`BAD_PROMPT` for a prompt the run cannot explain, 1 for a run that is not there."""
     try:
         e = explain(args.prompt, args.preset, args.workdir, args.config, top=args.top)
     except PromptError as err:

@@ -15,8 +15,8 @@ bridge layout and loads it with ``strict=True``.
 >>> logits, cache = bridge.run_with_cache("ROMEO:\\nWhat say")
 >>> cache["blocks.3.hook_mlp_out"][0, -1]   # our blocks.3.ffwd_out at the last position
 
-The hook names of both sides are in :data:`HOOK_NAMES`. ``tinylens-export-tl`` writes a
-folder that TransformerLens loads without tinylens (see :func:`main`).
+The hook names of both sides are in :data:`HOOK_NAMES`. ``tinylens export`` writes a
+folder that TransformerLens loads without tinylens (see :func:`export`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from torch import Tensor
 from tinylens.core.corpus import CharTokenizer
 from tinylens.interventions import head_weights
 from tinylens.model import ModelConfig, Transformer
-from tinylens.model_config import CONFIG_FILE
 from tinylens.weights import load_model, save_tensors
 
 if TYPE_CHECKING:  # the optional dependency is imported only when a function needs it
@@ -235,33 +234,25 @@ def load_exported(out_dir: str | Path, device: str | torch.device = "cpu") -> Tr
     return bridge.to(device).eval()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``tinylens-export-tl MODEL_DIR OUT_DIR``: export a trained model for TransformerLens."""
-    parser = argparse.ArgumentParser(
-        prog="tinylens-export-tl",
-        description="Export a trained tinylens model (a results/<preset>/models/seed<N> folder) to a "
-                    "folder TransformerLens 4 loads, and check the logits agree.")
-    parser.add_argument("model_dir", type=Path, help="folder with model.safetensors, config.json, tokenizer.json")
-    parser.add_argument("out_dir", type=Path, help="folder to write (created if missing)")
-    parser.add_argument("--tolerance", type=float, default=1e-4,
-                        help="largest accepted max abs logit difference (default 1e-4)")
-    args = parser.parse_args(argv)
-    if not (args.model_dir / CONFIG_FILE).exists():
-        parser.error(f"{args.model_dir} has no {CONFIG_FILE}: pass a trained model folder such as "
-                     "results/small/models/seed1337")
+def run(args: argparse.Namespace) -> int:
+    """``tinylens export MODEL_DIR OUT_DIR`` (its arguments, checked before torch is imported:
+    :mod:`tinylens.cli`): export a trained model for TransformerLens; exit status 2 without TransformerLens,
+    1 when the logits differ by more than ``--tolerance``."""
     try:
         check = export(args.model_dir, args.out_dir)
     except ImportError as err:
-        print(f"tinylens-export-tl: {err}", file=sys.stderr)
+        print(f"tinylens export: {err}", file=sys.stderr)
         return 2
     diff = check["max_abs_logit_difference"]
     print(f"wrote {args.out_dir}: model.safetensors, tl_config.json, tokenizer; "
           f"max abs logit difference from tinylens {diff:.2e} over {check['n_tokens']} tokens")
     if not diff <= args.tolerance:
-        print(f"tinylens-export-tl: difference {diff:.2e} exceeds --tolerance {args.tolerance:g}", file=sys.stderr)
+        print(f"tinylens export: difference {diff:.2e} exceeds --tolerance {args.tolerance:g}", file=sys.stderr)
         return 1
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from tinylens.wording import moved
+
+    sys.exit(moved("python -m tinylens.export", "export"))

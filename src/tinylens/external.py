@@ -3,7 +3,7 @@
 A model is named by a *source*: a Hugging Face hub name (``EleutherAI/pythia-70m``) whose
 checkpoints are revisions (``step1000``), or a local folder holding one subfolder per checkpoint
 (``<folder>/step1000/``: a Hugging Face model folder with its tokenizer, or a folder written by
-``tinylens-export-tl``). Each checkpoint is loaded the same way (:func:`load_bridge`) into a
+``tinylens export``). Each checkpoint is loaded the same way (:func:`load_bridge`) into a
 :class:`~transformer_lens.model_bridge.TransformerBridge`; :class:`BridgeSubject` lets the
 training-dynamics measurements (:mod:`tinylens.dynamics.measure`) read it, and
 :func:`circuit_weights` gives the weight-only composition (:mod:`tinylens.circuits.composition`)
@@ -20,6 +20,7 @@ is an :class:`ExternalModelUnavailable` error naming the model and what to do, b
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,11 +34,12 @@ from tinylens.sources import (
     ExternalModelUnavailable,
     check_available,
     checkpoint_folder,
+    checkpoint_stream,
     is_local,
 )
 
-__all__ = ["EXTERNAL_SEED", "REVISION", "ExternalModelUnavailable", "check_available", "load_bridge", "tokenize_text",
-           "BridgeSubject", "circuit_weights", "model_config", "measure_checkpoints"]
+__all__ = ["EXTERNAL_SEED", "REVISION", "ExternalModelUnavailable", "check_available", "load_bridge", "load_folder",
+           "tokenize_text", "BridgeSubject", "circuit_weights", "model_config", "measure_checkpoints"]
 
 if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge
@@ -45,20 +47,30 @@ if TYPE_CHECKING:
 def load_bridge(source: str, step: int, revision: str = REVISION, device: str = "cpu") -> TransformerBridge:
     """Checkpoint ``step`` of ``source`` as a TransformerBridge in eval mode (the raw weights: no LayerNorm
     folding, no centring), the same code path for a hub name and a local folder."""
-    from tinylens.export import _import_transformer_lens, load_exported
+    from tinylens.export import _import_transformer_lens
 
     _import_transformer_lens()  # a clear message when TransformerLens is missing
     from transformer_lens.model_bridge import TransformerBridge
 
     if is_local(source):
-        folder = checkpoint_folder(source, step, revision)
-        if (folder / "tl_config.json").exists():
-            return load_exported(folder, device=device)
-        bridge = TransformerBridge.boot_transformers(str(folder), device=device)
-    else:
-        check_available(source, [step], revision)
-        bridge = TransformerBridge.boot_transformers(source, device=device, revision=revision.format(step=step))
+        return load_folder(checkpoint_folder(source, step, revision), device)
+    check_available(source, [step], revision)
+    bridge = TransformerBridge.boot_transformers(source, device=device, revision=revision.format(step=step))
     return bridge.eval()
+
+
+def load_folder(folder: str | Path, device: str = "cpu") -> TransformerBridge:
+    """One checkpoint's folder (a Hugging Face model folder with its tokenizer, or a ``tinylens export``
+    folder) as a TransformerBridge in eval mode, the raw weights."""
+    from tinylens.export import _import_transformer_lens, load_exported
+
+    _import_transformer_lens()
+    from transformer_lens.model_bridge import TransformerBridge
+
+    folder = Path(folder)
+    if (folder / "tl_config.json").exists():
+        return load_exported(folder, device=device)
+    return TransformerBridge.boot_transformers(str(folder), device=device).eval()
 
 
 def tokenize_text(bridge: TransformerBridge, text: str, chunk: int = 1 << 20) -> np.ndarray:
@@ -150,15 +162,22 @@ def model_config(bridge: TransformerBridge, context: int):
 
 def measure_checkpoints(source: str, steps: Sequence[int], revision: str, text: str, train_fraction: float,
                         context: int, tokens_per_step: int, settings, samples: int, baseline_seed: int,
-                        device: str = "cpu", progress: bool = True) -> dict:
+                        device: str = "cpu", progress: bool = True, onset=None, stream: str | Path | None = None) -> dict:
     """Every checkpoint of ``source`` measured as our seeds are: the token ids (the first checkpoint's tokenizer;
-    its first ``train_fraction`` trains), then per checkpoint the training-dynamics row and head scores
-    (:func:`tinylens.dynamics.measure.measure_checkpoint`) and K-composition in both bases
-    (:func:`tinylens.circuits.composition.score_table`, LayerNorm ignored, as over our training); at the last
-    checkpoint every pair's Q/K/V scores in both bases, LayerNorm ignored and folded (our final model's table).
+    its first ``train_fraction`` trains), then per checkpoint the SHA-256 of its weights as loaded
+    (:func:`tinylens.phase_change.integrity.weights_digest`), the training-dynamics row and head scores
+    (:func:`tinylens.dynamics.measure.measure_checkpoint`), K-composition in both bases
+    (:func:`tinylens.circuits.composition.score_table`, LayerNorm ignored, as over our training) and, given
+    ``onset`` (:class:`tinylens.phase_change.onset.OnsetSettings`), §8b's per-period probes
+    (:func:`tinylens.phase_change.onset.measure_onset`); at the last checkpoint every pair's Q/K/V scores in
+    both bases, LayerNorm ignored and folded (our final model's table). ``stream`` (a folder; hub models only):
+    fetch, measure and drop one checkpoint at a time there (:func:`tinylens.sources.checkpoint_stream`).
 
     Returns ``config`` (a ModelConfig), ``checkpoints``/``heads`` (columns of the dynamics schemas),
-    ``over_training`` and ``scores`` (columns of the composition schema); the model is ``EXTERNAL_SEED`` in them."""
+    ``over_training`` and ``scores`` (columns of the composition schema), ``onset``/``onset_heads`` (columns of
+    :data:`~tinylens.phase_change.onset.ONSET_SCHEMA` and of its heads schema; ``copy_loss_drop`` NaN without
+    ``onset``); the model is ``EXTERNAL_SEED`` in them."""
+    import logging
     import sys
 
     from tqdm.auto import tqdm
@@ -166,24 +185,50 @@ def measure_checkpoints(source: str, steps: Sequence[int], revision: str, text: 
     from tinylens.circuits.composition import score_table
     from tinylens.dynamics.measure import CheckpointTable, measure_checkpoint
     from tinylens.dynamics.probes import make_probes
+    from tinylens.phase_change.integrity import SHORT, weights_digest
+    from tinylens.phase_change.onset import check_probe_periods, measure_onset, onset_probes
 
+    log = logging.getLogger(__name__)
+    if onset is not None:  # before any checkpoint is loaded: a bad probe period costs nothing
+        check_probe_periods(onset.probe_periods, context, onset.lookback_periods, "onset")
     steps = sorted(steps)
     table, parts, config, probes = CheckpointTable(), [], None, None
-    for step in tqdm(steps, disable=not progress, unit="checkpoint", file=sys.stderr):
-        bridge = load_bridge(source, step, revision, device)
+    onset_rows, onset_heads, seen = [], [], {}
+    if stream is not None and not is_local(source):
+        folders = checkpoint_stream(source, steps, revision, stream)
+    else:
+        folders = ((s, None) for s in steps)
+    for step, folder in tqdm(folders, total=len(steps), disable=not progress, unit="checkpoint", file=sys.stderr):
+        bridge = load_folder(folder, device) if folder is not None else load_bridge(source, step, revision, device)
+        digest = weights_digest(bridge.state_dict())
+        if digest in seen:
+            log.warning("step %d: weights identical to step %d's (sha256 %s)", step, seen[digest], digest[:SHORT])
+        seen.setdefault(digest, step)
         if probes is None:
             config = model_config(bridge, context)
             ids = tokenize_text(bridge, text)
             split = int(len(ids) * train_fraction)
             probes = make_probes(ids[:split], ids[split:], config.vocab_size, context, settings)
+            repeated = onset_probes(ids[:split], config.vocab_size, context, onset) if onset is not None else None
+        subject = BridgeSubject(bridge)
         with torch.no_grad():
-            table.add(step, step * tokens_per_step, *measure_checkpoint(BridgeSubject(bridge), probes, settings, device))
+            table.add(step, step * tokens_per_step, *measure_checkpoint(subject, probes, settings, device))
+        drop = {"copy_loss_drop": float("nan"), "copy_loss_drop_se": float("nan")}
+        if repeated is not None:
+            drop, per_head = measure_onset(subject, repeated, device)
+            onset_heads += [{"step": step, **r} for r in per_head]
+        onset_rows.append({"step": step, "tokens": step * tokens_per_step, "weights_sha256": digest, **drop})
         weights = circuit_weights(bridge)
         parts.append(score_table(weights, EXTERNAL_SEED, step, samples, baseline_seed, kinds=("K",),
                                  layernorms=("ignored",)))
         if step == steps[-1]:
             final = score_table(weights, EXTERNAL_SEED, step, samples, baseline_seed)
+        del bridge, subject  # a streamed checkpoint's folder goes next: hold nothing of it
     checkpoints, heads = table.columns()
     over = {k: (np.concatenate([p[k] for p in parts]) if isinstance(parts[0][k], np.ndarray)
                 else [v for p in parts for v in p[k]]) for k in parts[0]}
-    return {"config": config, "checkpoints": checkpoints, "heads": heads, "over_training": over, "scores": final}
+    onset_columns = {k: [r[k] for r in onset_rows] for k in onset_rows[0]}
+    head_columns = {k: [r[k] for r in onset_heads] for k in
+                    ("step", "layer", "head", "period", "prefix_matching", "prefix_matching_se", "copying")}
+    return {"config": config, "checkpoints": checkpoints, "heads": heads, "over_training": over, "scores": final,
+            "onset": onset_columns, "onset_heads": head_columns}

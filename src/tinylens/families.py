@@ -56,7 +56,7 @@ FAMILIES: tuple[Family, ...] = (
         outputs=("data", "models", "samples", "strings", "activations", "search", "approx", "evaluation",
                  "case_studies", "figures", "metrics/corpus.json", "metrics/training.json", "metrics/hellinger.json",
                  "metrics/hellinger_corpus.json", "metrics/hellinger_heldout.json", "metrics/hellinger_paper.json",
-                 "metrics/search_verification.json"),
+                 "metrics/search_verification.json", "metrics/headline.json"),
         comparison={
             "training": ("metrics/training.json", "training_summary"),
             "original_model": ("models/seed{original}/metrics.json", "train_model"),
@@ -77,14 +77,27 @@ FAMILIES: tuple[Family, ...] = (
             "superposition_summary"),
     Family("comparison", "The published numbers beside ours (method.md §12)", "tinylens.comparison",
            {"comparison": ("metrics/paper_comparison.json", "paper_comparison")}, rules=("comparison",),
-           outputs=("comparison",)),
+           outputs=("comparison", "metrics/paper_comparison.json")),
+)
+
+#: The sections of an external model's findings (``results/<preset>/external/<model>/findings.md``, rule
+#: external_findings): the families its rules run, with their modules' sentences, and the checkpoints' integrity
+#: and induction-head onset (tinylens.phase_change.onset); paths under ``results/<preset>/external/<model>/``.
+EXTERNAL_FAMILIES: tuple[Family, ...] = (
+    Family("onset", "The checkpoints and the induction-head onset (method.md §8b, §13)", "tinylens.phase_change.onset",
+           {"dynamics": ("metrics/dynamics.json", "external_dynamics_summary")}, rules=("external",), outputs=()),
+    Family("dynamics", "Training dynamics (method.md §8)", "tinylens.dynamics.summary",
+           {"dynamics": ("metrics/dynamics.json", "external_dynamics_summary")}, rules=("external",), outputs=()),
+    Family("circuits", "Composition between heads (method.md §9)", "tinylens.circuits.summary",
+           {"circuits": ("metrics/circuits.json", "external_circuits_summary")}, rules=("external",), outputs=()),
 )
 
 #: The steps that read every family, with their folders in ``scripts/`` and ``rules/``: the run's findings
 #: in words and the external models (not part of ``rule all``).
 ENTRY_POINTS: Mapping[str, tuple[str, ...]] = {"findings": ("findings",), "external": ("external",)}
 
-#: Outputs of the run as a whole that DVC versions besides the families': the findings in words.
+#: Outputs of the run as a whole that DVC versions besides the families': the findings in words. (And the
+#: run's headline, outside results/<preset>/: :data:`tinylens.comparison.HEADLINE`.)
 RUN_OUTPUTS: tuple[str, ...] = ("findings.md",)
 
 

@@ -2,7 +2,7 @@
 
 **Restore**, after ``dvc pull workflow@<preset>``: a fresh clone has no
 ``.snakemake`` metadata and ``dvc pull`` scrambles file times, so Snakemake
-would rerun everything. ``tinylens-restore``:
+would rerun everything. ``tinylens restore``:
 
 1. checks that ``dvc.lock`` records artifacts of the preset at all;
 2. ``dvc status workflow@<preset>`` must be clean: every versioned artifact is
@@ -18,15 +18,16 @@ would rerun everything. ``tinylens-restore``:
 Steps 1-3 change nothing; any output of Snakemake the restore cannot read is
 an error, never "nothing to do".
 
-**Publish** (``tinylens-publish``), after a finished run: the plan must show
+**Publish** (``tinylens publish``, :mod:`tinylens.publish`), after a finished run: the plan must show
 every output present and up to date; then ``dvc commit``, ``dvc push`` and a
-git commit of ``dvc.lock``.
+git commit of ``dvc.lock`` with the outputs DVC leaves to git (:func:`git_outputs`: the run's
+headline, which ``dvc metrics diff`` compares a later run against).
 
 Only ``--config`` keys that cannot change any result are passed on:
 :data:`SAFE_CONFIG_KEYS`.
 
-    tinylens-restore --preset small
-    tinylens-publish --preset small
+    tinylens restore --preset small
+    tinylens publish --preset small
 """
 
 from __future__ import annotations
@@ -72,8 +73,12 @@ def check_config(extra_config: Sequence[str]) -> list[str]:
     return list(extra_config)
 
 
+#: dvc.yaml's stage that runs the workflow, one per preset (``foreach``).
+STAGE = "workflow"
+
+
 def stage(preset: str) -> str:
-    return f"workflow@{preset}"
+    return f"{STAGE}@{preset}"
 
 
 def check_lock(preset: str, cwd: Path) -> None:
@@ -87,7 +92,7 @@ def check_lock(preset: str, cwd: Path) -> None:
             ("this checkout has no dvc.lock" if not lock.exists() else f"this checkout's dvc.lock has no entry for "
              f"{stage(preset)}") + f": no artifacts of preset '{preset}' were published with this commit, so `dvc pull` "
             f"has nothing to fetch and nothing was changed. Check out a commit whose dvc.lock records them "
-            f"(`git log -- dvc.lock`), ask a maintainer to publish them (`tinylens-publish --preset {preset}`), "
+            f"(`git log -- dvc.lock`), ask a maintainer to publish them (`tinylens publish --preset {preset}`), "
             f"or compute them: snakemake --cores all --config preset={preset}")
 
 
@@ -191,7 +196,7 @@ def restore(preset: str, cwd: str | Path = ".", extra_config: Sequence[str] = ()
             f"dvc.lock records an incomplete set of artifacts for preset '{preset}' (they were published before "
             f"the run was complete), so nothing was changed. Missing:\n  {_listing(missing)}\n"
             f"Rerun the missing steps (snakemake --cores all --config preset={preset}); a maintainer then "
-            f"republishes with `tinylens-publish --preset {preset}`.")
+            f"republishes with `tinylens publish --preset {preset}`.")
     proc = _run(snakemake_cmd(preset, "--touch", extra_config=extra_config), cwd)
     if proc.returncode != 0:
         raise RestoreError(f"`snakemake --touch` failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
@@ -201,6 +206,16 @@ def restore(preset: str, cwd: str | Path = ".", extra_config: Sequence[str] = ()
         raise RestoreError(f"after the restore Snakemake still plans jobs for:\n  {_listing(pending)}\n"
                            "The pulled artifacts do not match this checkout's workflow; please report this.")
     return after
+
+
+def git_outputs(preset: str, cwd: str | Path = ".") -> list[str]:
+    """The preset's stage outputs that dvc.yaml marks ``cache: false``: DVC records their hashes in dvc.lock
+    but neither caches nor pushes them, so git carries them (a clone has them without a pull)."""
+    path = Path(cwd) / "dvc.yaml"
+    dvc_yaml = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    outs = (dvc_yaml or {}).get("stages", {}).get(STAGE, {}).get("do", {}).get("outs", [])
+    return [path.replace("${item}", preset) for out in outs if isinstance(out, dict)
+            for path, options in out.items() if (options or {}).get("cache") is False]
 
 
 def publish(preset: str, cwd: str | Path = ".", extra_config: Sequence[str] = (), push: bool = True,
@@ -220,50 +235,30 @@ def publish(preset: str, cwd: str | Path = ".", extra_config: Sequence[str] = ()
         proc = _run(cmd, cwd)
         if proc.returncode != 0:
             raise RestoreError(f"`{' '.join(cmd)}` failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
-    proc = _run(["git", "add", "dvc.lock"], cwd)
+    committed = ["dvc.lock", *git_outputs(preset, cwd)]
+    proc = _run(["git", "add", "--", *committed], cwd)
     if proc.returncode != 0:
-        raise RestoreError(f"`git add dvc.lock` failed: {proc.stderr.strip()}")
-    if _run(["git", "diff", "--cached", "--quiet", "--", "dvc.lock"], cwd).returncode == 0:
+        raise RestoreError(f"`git add {' '.join(committed)}` failed: {proc.stderr.strip()}")
+    if _run(["git", "diff", "--cached", "--quiet", "--", *committed], cwd).returncode == 0:
         return f"dvc.lock already recorded these artifacts of preset '{preset}'" + ("; pushed" if push else "")
-    proc = _run(["git", "commit", "-m", message or f"Artifacts of the {preset} preset", "--", "dvc.lock"], cwd)
+    proc = _run(["git", "commit", "-m", message or f"Artifacts of the {preset} preset", "--", *committed], cwd)
     if proc.returncode != 0:
-        raise RestoreError(f"`git commit dvc.lock` failed: {(proc.stdout + proc.stderr).strip()}")
+        raise RestoreError(f"`git commit {' '.join(committed)}` failed: {(proc.stdout + proc.stderr).strip()}")
     return f"published preset '{preset}': dvc.lock committed" + (", artifacts pushed" if push else "")
 
 
-def _parser(prog: str, description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", default="small", help="the preset whose artifacts are meant (default: small)")
-    parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
-                        help=f"Snakemake --config values; only {', '.join(SAFE_CONFIG_KEYS)} "
-                             "(e.g. corpus_url=/path/to/input.txt)")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser("tinylens-restore", __doc__).parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """``tinylens restore`` (its arguments: :mod:`tinylens.cli`); exit status 1 when a check fails."""
     try:
         restore(args.preset, Path.cwd(), args.config)
     except RestoreError as err:
-        print(f"tinylens-restore: {err}", file=sys.stderr)
+        print(f"tinylens restore: {err}", file=sys.stderr)
         return 1
     print(f"restored preset '{args.preset}': Snakemake now plans nothing (no training, dumping or search)")
     return 0
 
 
-def publish_main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser("tinylens-publish", __doc__)
-    parser.add_argument("--no-push", action="store_true", help="commit dvc.lock but do not push the artifacts")
-    parser.add_argument("--message", help="git commit message for dvc.lock")
-    args = parser.parse_args(argv)
-    try:
-        print(publish(args.preset, Path.cwd(), args.config, push=not args.no_push, message=args.message))
-    except RestoreError as err:
-        print(f"tinylens-publish: {err}", file=sys.stderr)
-        return 1
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from tinylens.wording import moved
+
+    sys.exit(moved("python -m tinylens.restore", "restore"))

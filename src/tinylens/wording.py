@@ -3,14 +3,16 @@ names the key when it is missing (:class:`MissingMetric`); :func:`num`, :func:`s
 numbers the same way in every sentence; :func:`stated` turns one test's record (``tinylens.measures``:
 ``mean_test``, ``share_test``, ``ratio_test``) into its verdict words with the numbers that decided them, so
 words and p-values cannot disagree, and :func:`disagreements` finds sentences where they do; :func:`block`
-and :data:`CONVENTION` count blocks, layers and heads for people. The ground floor of the findings: the
-families' summary modules and :mod:`tinylens.findings` import it, and it imports nothing of the project.
+and :data:`CONVENTION` count blocks, layers and heads for people; :func:`moved` is what a removed entry point
+says. The ground floor of the findings and the entry points: the families' summary modules,
+:mod:`tinylens.findings` and the entry points import it, and it imports nothing of the project.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Mapping, Sequence
 
 
@@ -171,3 +173,11 @@ def grouped(tests: Sequence[tuple[int, Mapping]], above: str, below: str, same: 
         quoted = f", {'largest' if side != 'same' else 'smallest'} p = {num(p, 2)}" if p is not None else ""
         parts.append(f"{words} {preposition} {unit}s {listing([n for n, _ in group])} ({name}s {span(values, digits)}{quoted})")
     return "; ".join(parts)
+
+
+def moved(old: str, verb: str) -> int:
+    """What a removed entry point (``python -m tinylens.<verb>``, which once did the work) says, rather than
+    doing nothing: the verb that replaced it; exit status 2."""
+    print(f"{old} is now `tinylens {verb}` (or `python -m tinylens {verb}`); `tinylens --help` lists the verbs",
+          file=sys.stderr)
+    return 2

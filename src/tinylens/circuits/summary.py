@@ -142,6 +142,13 @@ def findings(documents: dict) -> list[str]:
     (metrics/circuits.json)."""
     doc = documents["circuits"]
     result = get(doc, "symmetry_result")
+    if "not_run" in result:  # an external model: the top pairs, and why the symmetry test is not run
+        top = get(doc, "top_pairs", "token/folded", "K", 0)
+        strongest = (f"The K-composition furthest above its random-head baseline in the token basis (LayerNorm "
+                     f"folded) is block {top['layer_a']}, head {top['head_a']} -> block {top['layer_b']}, head "
+                     f"{top['head_b']}: {num(top['score'])} against {num(top['baseline_mean'])} +- "
+                     f"{num(top['baseline_std'], 2)} (z = {num(top['z'], 2)}).")
+        return [strongest, f"The symmetry test is not run: {result['not_run']}."]
     survive = get(result, "real_model_survives_with_layernorm")
     changes = get(result, "real_model_changes_with_layernorm")
     eps = get(result, "real_model_survives_up_to_layernorm_eps")

@@ -45,7 +45,8 @@ def evaluation_summary(columns: Mapping[str, np.ndarray], splits, in_train: np.n
 
 
 def headline(per_mode: dict[str, dict], training: dict) -> dict[str, float]:
-    """The few numbers `dvc metrics show` prints: Hellinger means per mode and the validation losses."""
+    """metrics/headline.json: Hellinger means per mode and the validation losses, flat (the run's headline,
+    what `dvc metrics show` prints, picks from it: :func:`tinylens.comparison.run_headline`)."""
     return {**side_by_side(per_mode)["headline"], "val_loss_original": training["val_loss_original"],
             "val_loss_mean": training["val_loss_mean"]}
 

@@ -1,6 +1,7 @@
 """The training-dynamics figures: ``make_<figure>`` builds one and returns the Figure (its script saves
 it); a seed's phase-change window is shaded only where a phase change was detected in it (otherwise the
-legend says none was, and nothing is drawn).
+legend says none was, and nothing is drawn): an external model's induction-head onset (§8b) where its summary
+has one (:func:`tinylens.dynamics.summary.drawn_window`).
 
 Steps go on a symmetric-log axis, linear below the first log-spaced checkpoint, so step 0 (the
 initialisation) stays on the figure.
@@ -16,19 +17,25 @@ from matplotlib.figure import Figure
 
 from tinylens.dynamics.phases import log_position_derivative
 from tinylens.dynamics.schemas import depth_names
-from tinylens.dynamics.summary import HEADLINE_DEPTH, Curves
+from tinylens.dynamics.summary import HEADLINE_DEPTH, Curves, drawn_window
 from tinylens.plots import plt, step_axis
 
 
 def _shade(ax, summaries: Mapping[str, dict], horizontal: bool = False) -> None:
     """The window of every seed in which a phase change was detected, lightly (overlaps darken); where none
-    was, nothing is shaded and a legend entry says so."""
-    detected = {seed: s for seed, s in summaries.items() if s["phase_change_detected"]}
+    was, nothing is shaded and a legend entry says so. An external suite's checkpoints left out of detection
+    (they repeat weights) are dotted lines."""
+    left_out = sorted({step for s in summaries.values() for step in s.get("integrity", {}).get("left_out", [])})
+    for i, step in enumerate(left_out):  # an external suite's checkpoints that repeat weights (tinylens.phase_change.integrity)
+        line = ax.axhline if horizontal else ax.axvline
+        line(step, color="tab:red", lw=0.8, ls=":",
+             label="checkpoint repeating weights, left out of detection" if i == 0 else None)
+    windows = {seed: drawn_window(s) for seed, s in summaries.items()}
+    detected = {seed: w for seed, w in windows.items() if w is not None}
     if not detected:
         ax.plot([], [], " ", label=f"no phase change detected (0 of {len(summaries)} seeds): no window drawn")
         return
-    for i, summary in enumerate(detected.values()):
-        w = summary["window"]
+    for i, w in enumerate(detected.values()):
         label = (f"phase-change window, per seed where detected ({len(detected)} of {len(summaries)})"
                  if i == 0 else None)
         span = ax.axhspan if horizontal else ax.axvspan
@@ -129,12 +136,12 @@ def make_loss_by_position(curves: Curves, summary: dict, seed: str, width: float
     limit = float(np.quantile(np.abs(derivative[:, 1:]), 0.98)) or 1.0
     mesh = axes[1].pcolormesh(x_edges, rows, derivative, cmap="RdBu_r", vmin=-limit, vmax=limit, shading="flat")
     fig.colorbar(mesh, ax=axes[1], label="d loss / d ln(token index) (nats)")
-    w = summary["window"]
+    w = drawn_window(summary) or summary["window"]
     window_rows = np.interp(np.log10([w["start"], w["end"]]), np.log10(np.maximum(steps, 1e-9))[1:], np.arange(1, len(steps)))
     for ax in axes:
         ax.set_xscale("log")
         ax.set_xlabel("token index in the context (log)")
-        if summary["phase_change_detected"]:
+        if drawn_window(summary) is not None:
             ax.axhspan(*window_rows, facecolor="none", edgecolor="tab:orange", lw=1.5, ls="--",
                        label="phase-change window")
     axes[0].set_yticks(np.arange(len(steps)))
@@ -143,7 +150,7 @@ def make_loss_by_position(curves: Curves, summary: dict, seed: str, width: float
     axes[0].set_title(f"seed {seed}: loss per position")
     axes[1].set_title(f"its derivative in log position, smoothed over {width:g} decades\n"
                       "(blue: later tokens predicted better)")
-    if summary["phase_change_detected"]:
+    if drawn_window(summary) is not None:
         axes[1].legend(fontsize=7, loc="upper right")
     return fig
 
@@ -187,11 +194,11 @@ def make_energy_depth(curves: Mapping[str, Curves], summaries: Mapping[str, dict
     for i, (seed, c) in enumerate(curves.items()):
         ax.plot(x, c.metrics["ie"][-1], "o-", color=f"C{i}", lw=2 if seed == original else 1.2,
                 label=f"seed {seed}, final (step {c.steps[-1]})")
-    c, w = curves[original], summaries[original]["window"]
+    c, w = curves[original], drawn_window(summaries[original])
     marks = [(0, ":", "grey", "initialisation")]
     if summaries[original]["ie_kl"]["unigram_step"] is not None:
         marks.append((summaries[original]["ie_kl"]["unigram_step"], ":", "k", "KL minimum: the unigram phase"))
-    if summaries[original]["phase_change_detected"]:
+    if w is not None:
         marks += [(w["start"], "--", "grey", "window start"), (w["end"], "-.", "grey", "window end")]
     for step, style, color, label in marks:
         k = int(np.argmin(np.abs(np.log10(np.maximum(c.steps, 1e-9)) - np.log10(max(step, 1e-9)))))

@@ -208,13 +208,21 @@ def summarize(per_seed: dict[int, dict], original_seed: int, settings: PhaseSett
     }
 
 
+def drawn_window(seed: dict) -> dict | None:
+    """The phase-change window the figures draw for one seed of ``metrics/dynamics.json``: an external model's
+    induction-head onset (§8b, ``seeds.<N>.onset``: tinylens.phase_change.onset) where the summary has one, our
+    seeds' §8 window otherwise; None where that verdict detected no phase change (nothing to draw)."""
+    verdict = seed.get("onset", seed)
+    return verdict["window"] if verdict["phase_change_detected"] else None
+
+
 def phase_change_windows(summary: dict) -> dict[int, tuple[float, float]]:
     """Per seed in which a phase change was detected, the (start, end) steps of its window in a
-    ``metrics/dynamics.json`` summary (:func:`summarize`): what other families mark on their over-training
-    figures. Seeds without a detected phase change are absent (no window to draw)."""
+    ``metrics/dynamics.json`` summary (:func:`summarize`; :func:`drawn_window`): what other families mark on
+    their over-training figures. Seeds without a detected phase change are absent (no window to draw)."""
     try:
-        return {int(seed): (float(s["window"]["start"]), float(s["window"]["end"]))
-                for seed, s in summary["seeds"].items() if s["phase_change_detected"]}
+        windows = {int(seed): drawn_window(s) for seed, s in summary["seeds"].items()}
+        return {seed: (float(w["start"]), float(w["end"])) for seed, w in windows.items() if w is not None}
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"not a training-dynamics summary (metrics/dynamics.json): no seeds.<N>.window.start/end "
                          f"({error!r}); rerun the rule that writes it (snakemake --forcerun dynamics_summary)") from error
@@ -223,10 +231,13 @@ def phase_change_windows(summary: dict) -> dict[int, tuple[float, float]]:
 def findings(documents: dict) -> list[str]:
     """The family's sentences of the run's findings (tinylens.findings): whether an induction head and a phase
     change formed, the ICL score, the interaction energy along the forward pass (sign tests per step) and
-    source 000's phases. Blocks and heads counted from 1. ``documents``: ``dynamics`` (metrics/dynamics.json)."""
+    source 000's phases. Blocks and heads counted from 1. ``documents``: ``dynamics`` (metrics/dynamics.json).
+    An external model's (its one seed, key ``external``): the same sentences speak of the one model instead of
+    counting models."""
     doc = documents["dynamics"]
     seeds = get(doc, "seeds")
     n = len(seeds)
+    one = n == 1 and "external" in doc
     models = f"{n} model{'s' if n != 1 else ''} (seed{'s' if n != 1 else ''} {listing(list(seeds))})"
     uniform = get(doc, "headline", "prefix_matching_uniform_baseline")
     best = {k: get(s, "best_head") for k, s in seeds.items()}
@@ -234,12 +245,15 @@ def findings(documents: dict) -> list[str]:
     formed = sum(bool(get(s, "induction_head_formed")) for s in seeds.values())
     top_seed = max(best, key=lambda k: best[k]["prefix_matching"])
     top = best[top_seed]
-    head = f"block {block(get(top, 'block'))}, head {block(get(top, 'head'))} of seed {top_seed}"
+    head = f"block {block(get(top, 'block'))}, head {block(get(top, 'head'))}" + ("" if one else f" of seed {top_seed}")
     threshold = get(doc, "settings", "induction_threshold")
     if formed:
-        out = [f"An induction head forms in {formed} of the {models} (final prefix-matching score above "
-               f"{num(threshold)}; the best, {head}, reaches {num(top['prefix_matching'])} against a uniform "
-               f"head's {num(uniform)})."]
+        out = [f"An induction head forms{'' if one else f' in {formed} of the {models}'} (final prefix-matching "
+               f"score above {num(threshold)}; the best, {head}, reaches {num(top['prefix_matching'])} against a "
+               f"uniform head's {num(uniform)})."]
+    elif one:
+        out = [f"No induction head forms: the best final prefix-matching score is {num(max(scores))} ({head}) "
+               f"against a uniform head's {num(uniform)}."]
     else:
         out = [f"No induction head forms in any of the {models}: the best final prefix-matching score is "
                f"{num(max(scores))} ({head}; over the models {span(scores)}) against a uniform head's {num(uniform)}."]
@@ -248,12 +262,16 @@ def findings(documents: dict) -> list[str]:
     significant = sum(bool(get(s, "icl_significant")) for s in seeds.values())
     out.append(f"The final in-context-learning score (mean loss over a band of late positions minus over a band "
                f"of early ones) is {span(icl)} nats "
-               f"(standard error up to {num(max(se), 2)}): "
-               + (f"significantly below 0 in {significant} of {n} models." if significant else
+               f"(standard error {'' if one else 'up to '}{num(max(se), 2)}): "
+               + (("significantly below 0." if significant else "not two standard errors below 0.") if one else
+                  f"significantly below 0 in {significant} of {n} models." if significant else
                   "in no model two standard errors below 0."))
     changes = get(doc, "headline", "seeds_with_phase_change")
-    out.append(f"A phase change (both together) is detected in {changes} of {n} models." if changes else
-               "No phase change is detected in any model.")
+    if one:
+        out.append("A phase change (both together) is " + ("detected." if changes else "not detected."))
+    else:
+        out.append(f"A phase change (both together) is detected in {changes} of {n} models." if changes else
+                   "No phase change is detected in any model.")
     if all("ie_along_depth" in s for s in seeds.values()):  # metrics of earlier runs have no per-window energy
         out.append(_monotone_sentence(doc))
     phases = get(doc, "headline", "phases_present")
@@ -262,8 +280,9 @@ def findings(documents: dict) -> list[str]:
     rule = (f" (each phase on its own conditions, interaction energy and KL at the same checkpoints, every change "
             f"above {num(z)} times its curve's noise)" if z is not None else "")
     out.append(f"Source 000's phases of the interaction energy after ln_f and KL(model || unigram) over training"
-               f"{rule}: " + ", ".join(f"phase {i} ({PHASE_WORDS[i]}) in {c} of {len(phases)} models"
-                                       for i, c in counts.items()) + ".")
+               f"{rule}: " + ", ".join(
+                   (f"phase {i} ({PHASE_WORDS[i]}) {'present' if c else 'absent'}" if one else
+                    f"phase {i} ({PHASE_WORDS[i]}) in {c} of {len(phases)} models") for i, c in counts.items()) + ".")
     return out
 
 
@@ -276,6 +295,7 @@ def _monotone_sentence(doc: dict) -> str:
     how many models rise through every block, and which steps agree across models."""
     seeds = get(doc, "seeds")
     original = str(get(doc, "original_seed"))
+    where = "the model's last checkpoint" if "external" in doc else f"seed {original}'s final model"
     along = get(seeds, original, "ie_along_depth")
     through = [(block(get(t, "block")), get(t, "rises")) for t in get(along, "steps") if "block" in t]
     last = next(t for t in get(along, "steps") if "block" not in t)
@@ -292,7 +312,7 @@ def _monotone_sentence(doc: dict) -> str:
     agree += (f" and falls through block{'s' if len(falling) != 1 else ''} {listing(falling)}" if falling else "")
     return (f"Source 000's and 001's monotone quantity, the interaction energy of the token states rising along the "
             f"forward pass (per step, the share of {get(along, 'windows')} validation windows whose energy rises, "
-            f"sign test against one half): in seed {original}'s final model it "
+            f"sign test against one half): in {where} it "
             + grouped(through, "rises", "falls", what="share", preposition="through") + "; and it "
             + stated_step(last) + f"; it rises through every block in {everywhere} of {len(seeds)} models" + agree + ".")
 

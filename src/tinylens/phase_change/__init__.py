@@ -12,4 +12,9 @@ run flows:
     schemas.py   the Parquet schemas of the rows (torch-free)
     summary.py   the tables read back, each run's verdict, the JSON
     plots.py     the figures
+
+The same detection on checkpoints someone else trained (an external model, method.md §13):
+
+    integrity.py every checkpoint's weights hashed as loaded; the steps that repeat weights, left out
+    onset.py     alias-free probe periods, per-period prefix matching, the verdict at every period
 """
