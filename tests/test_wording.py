@@ -26,6 +26,7 @@ def test_stated_words_follow_the_test_never_a_stored_verdict():
     assert verdict(forged, "rises", "falls") == "rises"
     flat = mean_test([0.1, -0.1, 0.2, -0.2])
     assert stated(flat, "rises", "falls").startswith("no different (mean 0, ")
+    assert stated({**rising, "p": 0.0}, "rises", "falls").endswith(", p < 1e-300)")  # an underflow is not p = 0
     with pytest.raises(ValueError, match="verdict words"):
         verdict(flat, "goes up", "falls")  # words the checker would not know
 

@@ -302,8 +302,9 @@ def ratio_test(numerators, denominators, null: float, draws: int = 2000, seed: i
                level: float = LEVEL) -> dict:
     """A share of a total, ``sum(numerators) / sum(denominators)`` over units (features, prompts), against
     ``null``, by the bootstrap over units: the ratio, the percentile ``1 - level`` interval of ``draws``
-    resamples, the two-sided bootstrap p (twice the smaller share of resamples on either side of the null, so the
-    interval excludes the null when p < level) and ``direction``."""
+    resamples, the two-sided bootstrap p (twice the smaller share of resamples on either side of the null, counted
+    as (k + 1) / (draws + 1), so the interval excludes the null when p < level, up to one resample) and
+    ``direction``."""
     num, den = np.asarray(numerators, dtype=np.float64), np.asarray(denominators, dtype=np.float64)
     if num.shape != den.shape or num.ndim != 1:
         raise ValueError(f"numerators and denominators must be 1-D of one length, got {num.shape} and {den.shape}")
@@ -316,5 +317,6 @@ def ratio_test(numerators, denominators, null: float, draws: int = 2000, seed: i
     boot = np.where(sums > 0, num[pick].sum(1) / np.where(sums > 0, sums, 1.0), np.nan)
     boot = boot[np.isfinite(boot)]
     lo, hi = (float(x) for x in np.percentile(boot, [100 * level / 2, 100 * (1 - level / 2)]))
-    p = float(min(1.0, 2 * min(np.mean(boot <= null), np.mean(boot >= null))))
+    # (k + 1) / (draws + 1) on each side: never 0, however far the null lies outside every resample
+    p = float(min(1.0, 2 * (min(np.sum(boot <= null), np.sum(boot >= null)) + 1) / (len(boot) + 1)))
     return {**out, "ratio": ratio, "ci95": [lo, hi], "p": p, "direction": _direction(ratio, null, p, level)}

@@ -119,8 +119,9 @@ def stated(test: Mapping, above: str, below: str, same: str = "no different", wh
     what = what or next(k for k in ("mean", "share", "ratio") if k in test)
     interval = test.get("ci95")
     inside = f", 95% interval {num(interval[0], digits)} to {num(interval[1], digits)}" if interval else ""
-    return (f"{verdict(test, above, below, same)} ({what} {num(estimate(test), digits)}{inside}, "
-            f"p = {num(get(test, 'p'), 2)})")
+    p = get(test, "p")
+    quoted = "p < 1e-300" if p == 0 else f"p = {num(p, 2)}"  # a p below what a float holds is not 0
+    return f"{verdict(test, above, below, same)} ({what} {num(estimate(test), digits)}{inside}, {quoted})"
 
 
 #: A parenthesis that quotes a p-value, and the words before it back to the previous clause's end.
