@@ -492,6 +492,13 @@ def test_the_final_state_against_the_next_tokens_embedding_with_its_tests():
     row = tied.tok_emb.weight[windows[0, 1]]
     assert cols["cos_embed"][0] == pytest.approx(float(torch.nn.functional.cosine_similarity(final[0, 0], row, 0)),
                                                 abs=1e-6)
+    untied = Transformer(ModelConfig(vocab_size=9, block_size=8, d_model=16, n_layer=2, n_head=2, dropout=0.0)).eval()
+    cols_untied = final_state_alignment(untied, windows)
+    with torch.no_grad():
+        final = run(untied, windows[:, :-1], record=["ln_f_input"])["ln_f_input"]
+    for table, key in ((untied.tok_emb.weight, "cos_embed"), (untied.lm_head.weight, "cos_unembed")):
+        want = torch.nn.functional.cosine_similarity(final[0, 0], table[windows[0, 1]], 0)
+        assert cols_untied[key][0] == pytest.approx(float(want), abs=1e-6), key
     s = alignment_summary({k: np.r_[v, v] for k, v in cols.items()}, 9)
     assert s["chance_rank"] == 5 and s["positions"] == 96
     assert s["cos_embed"]["rank"]["null"] == 5 and s["cos_embed"]["cosine"]["null"] == 0.0
