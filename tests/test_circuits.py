@@ -501,3 +501,4 @@ def test_the_findings_keep_uniform_scaling_apart_and_state_the_rmsnorm_claims():
     assert "with RMSNorm only rotations and a scalar remain\" holds in the RMSNorm variant" in text
     assert "changed by cond10, cond1000 (logits move by at least" in text
     assert "within 0.01 nats the ranking falls to a Kendall tau of" in text
+    assert "(it holds where a map within that KL brings tau to 0.9 or below)." in text

@@ -198,5 +198,5 @@ def _rmsnorm_sentences(v: dict) -> list[str]:
         out.append(claim + f"within {num(get(near, 'max_kl'))} nats the ranking falls to a Kendall tau of "
                    f"{num(get(best, 'kendall_tau_min'), 2)} (epsilon {num(get(best, 'epsilon'))}, KL "
                    f"{num(get(best, 'kl_mean'), 2)}): the claim {'holds' if get(near, 'holds') else 'does not hold'} "
-                   f"(tau at or below {num(get(near, 'max_tau'))}).")
+                   f"(it holds where a map within that KL brings tau to {num(get(near, 'max_tau'))} or below).")
     return out
