@@ -43,7 +43,7 @@ rule attention_spectra:
 
 
 rule attention_hull:
-    """Seed 001's convex-hull reading per head (method.md §10): one forward pass over the spectra's windows."""
+    """Source 001's convex-hull reading per head (method.md §10): one forward pass over the spectra's windows."""
     input:
         **model_files("{seed}", "weights", "config"),
         val=rules.tokenize.output.val,
@@ -151,8 +151,37 @@ rule probe_speakers:
         "../scripts/attention/probe_speakers.py"
 
 
+rule next_token_alignment:
+    """Source 001's premise (method.md §14): the final state against the next token's embedding row, in the original
+    (untied) model and in the tied variant, on the same validation windows."""
+    input:
+        **model_files(ORIGINAL, "weights", "config"),
+        tied=variant_files("tied", "weights")["weights"],
+        tied_config=variant_files("tied", "config")["config"],
+        val=rules.tokenize.output.val,
+    output:
+        summary=results("attention/next_token_alignment.json"),
+    params:
+        sequences=ATTENTION["sequences"],
+        device=config["device"],
+    threads: 1
+    resources:
+        mem_mb=ATTENTION_MEM["trajectories"],
+        runtime=10,
+        gpu=TRAIN["resources"]["gpu"],
+    log:
+        results("logs/next_token_alignment.log"),
+    benchmark:
+        results("benchmarks/next_token_alignment.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/attention/next_token_alignment.py"
+
+
 rule attention_summary:
     input:
+        **({"alignment": results("attention/next_token_alignment.json")} if "tied" in VARIANTS else {}),
         heads=f"{ATTENTION_ORIGINAL}/heads.parquet",
         trajectories=f"{ATTENTION_ORIGINAL}/trajectories.json",
         probes=f"{ATTENTION_ORIGINAL}/probes.json",
@@ -196,6 +225,7 @@ ATTENTION_FIGURES = figures(
 ATTENTION_TARGETS = [
     *ATTENTION_FIGURES,
     rules.attention_summary.output.summary,
+    *([rules.next_token_alignment.output.summary] if "tied" in VARIANTS else []),
     # intermediates too: `rule all` then notices one deleted or lost with a failed job
     *(
         expand(rule.output, seed=ORIGINAL)

@@ -53,9 +53,36 @@ rule symmetry_test:
         "../scripts/circuits/symmetry_test.py"
 
 
+rule rmsnorm_symmetry:
+    """Source 003 with RMSNorm (method.md §14): the symmetry test and the near-symmetries on the RMSNorm variant."""
+    input:
+        **variant_files("rmsnorm", "weights", "config"),
+        val=rules.tokenize.output.val,
+    output:
+        summary=results("circuits/rmsnorm_symmetry.json"),
+    params:
+        transform_seed=CIRCUITS["transform_seed"],
+        conditions=CIRCUITS["condition_numbers"],
+        sequences=CIRCUITS["logit_sequences"],
+        near_symmetry=CIRCUITS["near_symmetry"],
+    threads: 1
+    resources:
+        mem_mb=CIRCUITS["resources"]["mem_mb"],
+        runtime=CIRCUITS["resources"]["runtime"],
+    log:
+        results("logs/rmsnorm_symmetry.log"),
+    benchmark:
+        results("benchmarks/rmsnorm_symmetry.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/circuits/rmsnorm_symmetry.py"
+
+
 rule circuits_summary:
     input:
         **model_files(ORIGINAL, "config"),
+        **({"rmsnorm": rules.rmsnorm_symmetry.output.summary} if "rmsnorm" in VARIANTS else {}),
         scores=expand(results("circuits/seed{seed}/scores.parquet"), seed=SEEDS),
         over_training=expand(results("circuits/seed{seed}/over_training.parquet"), seed=SEEDS),
         symmetry=rules.symmetry_test.output.summary,
@@ -113,6 +140,7 @@ CIRCUITS_TARGETS = [
     # intermediates too: `rule all` then notices one deleted or lost with a failed job
     expand(rules.composition_scores.output, seed=SEEDS),
     rules.symmetry_test.output,
+    *([rules.rmsnorm_symmetry.output.summary] if "rmsnorm" in VARIANTS else []),
 ]
 
 

@@ -1,7 +1,7 @@
 # Shared by every stage: the active preset, output paths, wildcard constraints, resources.
-from tinylens.config import active_preset, all_seeds, seed_train_settings
+from tinylens.config import active_preset, all_seeds, seed_train_settings, variant_train_settings
 from tinylens.core.strings import MODES as PROMPT_MODES, TUNED_WITH, TUNING_MODES
-from tinylens.model_config import MODEL_FILES, VECTOR_KINDS, file_form
+from tinylens.model_config import MODEL_FILES, VARIANT_OPTIONS, VECTOR_KINDS, file_form
 from tinylens.resources import STRING_BYTES, STRING_VALUE_BYTES, per_row, table_rows, width_factor
 from tinylens.families import FAMILIES, comparison_documents, family
 
@@ -59,6 +59,20 @@ def model_files(seed, *names):
     config, tokenizer, metrics, loss, checkpoints); without names, the three that rebuild the model
     (tinylens.weights.load_model reads their folder). Every rule asks for a model's files through this."""
     base = results(f"models/seed{seed}")
+    return {name: f"{base}/{MODEL_FILES[name]}" for name in names or ("weights", "config", "tokenizer")}
+
+
+#: The variant models this preset trains (method.md §14): the original seed with one option of the model changed.
+VARIANTS = SETTINGS["variants"]["models"]
+
+
+wildcard_constraints:
+    variant="|".join(VARIANT_OPTIONS),
+
+
+def variant_files(variant, *names):
+    """The files of the variant model ``variant`` (or "{variant}") by name, as model_files names a seed's."""
+    base = results(f"models/{variant}")  # beside the seeds' models: DVC versions models/ whatever the preset trains
     return {name: f"{base}/{MODEL_FILES[name]}" for name in names or ("weights", "config", "tokenizer")}
 
 
@@ -121,6 +135,8 @@ def core_artifacts():
         for set_name in PROMPT_SETS:
             dump = activations(seed, set_name)
             files += [*dump["blocks"], dump["logits"]]
+    for variant in VARIANTS:
+        files += variant_files(variant, *MODEL_FILES).values()
     dump = activations(ORIGINAL, "strings")
     files += [*dump["blocks"], dump["logits"]]
     for mode in MODES:

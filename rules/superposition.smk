@@ -135,6 +135,7 @@ rule superposition_summary:
         dimensionality_models=rules.superposition_dimensionality.output.models,
         dimensionality_features=rules.superposition_dimensionality.output.features,
         dimensionality_jumps=rules.superposition_dimensionality.output.jumps,
+        dimensionality_training=rules.superposition_dimensionality.output.training,
         phase_cells=rules.superposition_phase_diagram.output.cells,
         phase_boundary=rules.superposition_phase_diagram.output.boundary,
         correlated_models=rules.superposition_correlated.output.models,

@@ -33,6 +33,38 @@ rule train_model:
         "../scripts/core/train_model.py"
 
 
+rule train_variant:
+    """A variant model (method.md §14): the original seed's data, initialisation seed and training, with one option
+    of the model changed (tinylens.model_config.VARIANT_OPTIONS)."""
+    input:
+        train=rules.tokenize.output.train,
+        val=rules.tokenize.output.val,
+        tokenizer=rules.tokenize.output.tokenizer,
+    output:
+        **variant_files("{variant}", "weights", "config", "tokenizer", "metrics", "loss"),
+        checkpoints=directory(variant_files("{variant}", "checkpoints")["checkpoints"]),
+    params:
+        seed=ORIGINAL,
+        model=lambda wc: {**file_form(SETTINGS["model"]), **VARIANT_OPTIONS[wc.variant]},
+        train=variant_train_settings(TRAIN, SETTINGS["variants"], ORIGINAL),
+        device=config["device"],
+        compile=TRAIN.get("compile", "none"),
+        work_dir=lambda wc: results(f"models/{wc.variant}.partial"),
+    threads: TRAIN["threads"]
+    resources:
+        mem_mb=TRAIN["resources"]["mem_mb"],
+        runtime=TRAIN["resources"]["runtime"],
+        gpu=TRAIN["resources"]["gpu"],
+    log:
+        results("logs/train_variant_{variant}.log"),
+    benchmark:
+        results("benchmarks/train_variant_{variant}.tsv")
+    conda:
+        "../envs/tinylens.yaml"
+    script:
+        "../scripts/core/train_variant.py"
+
+
 rule training_summary:
     input:
         metrics=[model_files(seed, "metrics")["metrics"] for seed in SEEDS],

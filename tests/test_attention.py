@@ -473,3 +473,69 @@ def test_figures_and_summaries_read_the_tables_without_loading_torch():
     code = ("import sys; import tinylens.attention.plots, tinylens.attention.schemas, tinylens.attention.summary; "
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_the_final_state_against_the_next_tokens_embedding_with_its_tests():
+    """Source 001's premise, for any model: a tied model's embedding row is its unembedding row; the tests are the
+    cosine against 0 and the rank against chance."""
+    from tinylens.attention.trajectories import alignment_summary, final_state_alignment
+
+    torch.manual_seed(0)
+    tied = Transformer(ModelConfig(vocab_size=9, block_size=8, d_model=16, n_layer=2, n_head=2, dropout=0.0,
+                                   tie_embeddings=True)).eval()
+    windows = torch.randint(0, 9, (6, 9), generator=torch.Generator().manual_seed(1))
+    cols = final_state_alignment(tied, windows)
+    assert len(cols["cos_embed"]) == 6 * 8
+    np.testing.assert_array_equal(cols["cos_embed"], cols["cos_unembed"])
+    with torch.no_grad():
+        final = run(tied, windows[:, :-1], record=["ln_f_input"])["ln_f_input"]
+    row = tied.tok_emb.weight[windows[0, 1]]
+    assert cols["cos_embed"][0] == pytest.approx(float(torch.nn.functional.cosine_similarity(final[0, 0], row, 0)),
+                                                abs=1e-6)
+    untied = Transformer(ModelConfig(vocab_size=9, block_size=8, d_model=16, n_layer=2, n_head=2, dropout=0.0)).eval()
+    cols_untied = final_state_alignment(untied, windows)
+    with torch.no_grad():
+        final = run(untied, windows[:, :-1], record=["ln_f_input"])["ln_f_input"]
+    for table, key in ((untied.tok_emb.weight, "cos_embed"), (untied.lm_head.weight, "cos_unembed")):
+        want = torch.nn.functional.cosine_similarity(final[0, 0], table[windows[0, 1]], 0)
+        assert cols_untied[key][0] == pytest.approx(float(want), abs=1e-6), key
+    s = alignment_summary({k: np.r_[v, v] for k, v in cols.items()}, 9)
+    assert s["chance_rank"] == 5 and s["positions"] == 96
+    assert s["cos_embed"]["rank"]["null"] == 5 and s["cos_embed"]["cosine"]["null"] == 0.0
+    aligned = alignment_summary({"cos_embed": np.full(50, 0.5) + np.linspace(-0.1, 0.1, 50),
+                                 "cos_embed_rank": np.ones(50, dtype=np.int64), "cos_unembed": np.zeros(50),
+                                 "cos_unembed_rank": np.full(50, 5)}, 9)
+    assert aligned["cos_embed"]["cosine"]["direction"] == "above" and aligned["cos_embed"]["rank"]["direction"] == "below"
+
+
+def test_the_findings_count_blocks_from_1_and_test_the_tied_premise():
+    from tinylens.attention.trajectories import alignment_summary
+    from tinylens.wording import disagreements
+
+    rng = np.random.default_rng(0)
+    depth = {"tuned_kl_mean": 0.1, "logit_kl_mean": 0.2, "cos_unembed_mean": 0.44, "cos_unembed_rank_mean": 4.0,
+             "cos_embed_mean": 0.006, "cos_embed_rank_mean": 35.0}
+    untied = alignment_summary({"cos_embed": rng.normal(0, 0.1, 200), "cos_embed_rank": rng.integers(1, 66, 200),
+                                "cos_unembed": rng.normal(0.4, 0.1, 200), "cos_unembed_rank": np.full(200, 3)}, 65)
+    tied = alignment_summary({"cos_embed": rng.normal(0.4, 0.1, 200), "cos_embed_rank": np.full(200, 3),
+                              "cos_unembed": rng.normal(0.4, 0.1, 200), "cos_unembed_rank": np.full(200, 3)}, 65)
+    head = {"block": 2, "head": 1, "diag_mean": 0.46, "half_absorption_mean": 100.0}
+    doc = {"trajectories": {"per_depth": [{**depth, "depth": d} for d in range(7)], "vocab_size": 65},
+           "spectra": {"most_self_attention": [head], "absorption": {"half_absorption_median": 19.3, "slowest": head}},
+           "probes": {"best_logistic": {"balanced_accuracy": 0.2}, "chance": {"balanced_accuracy": 0.17},
+                      "best_logistic_z_vs_shuffled": 1.2, "best_logistic_depth": 6},
+           "tied_embeddings": {"models": {"untied": untied, "tied": tied}}}
+    text = " ".join(summary.findings({"attention": doc}))
+    assert "The most self-attending head is block 3, head 2" in text and "after block 5)" in text
+    assert "in the untied model (seed 1337) the cosine is no different from 0 (mean " in text
+    assert "in the tied variant (seed 1337, trained as the original) the cosine is above 0 (mean 0.4" in text
+    assert "the mean rank below chance (mean 3, " in text and disagreements(text) == []
+
+
+@pytest.mark.workflow
+def test_the_tied_variant_beside_the_untied_model(finished_run):
+    alignment = json.loads((finished_run / "attention/next_token_alignment.json").read_text())
+    untied, tied = (alignment["models"][k]["cos_embed"] for k in ("untied", "tied"))
+    assert tied["cosine"]["mean"] > untied["cosine"]["mean"]  # a tied unembedding is the embedding
+    metrics = json.loads((finished_run / "metrics/attention.json").read_text())
+    assert metrics["tied_embeddings"]["models"]["tied"] == alignment["models"]["tied"]

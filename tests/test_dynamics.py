@@ -365,3 +365,89 @@ def test_the_composition_over_training_figure_shades_each_seeds_window():
         assert not ax.patches[1:] and "no phase change detected (training dynamics)" in ax.get_legend_handles_labels()[1]
     with pytest.raises(ValueError, match="metrics/dynamics.json"):
         phase_change_windows({"seeds": {"7": {"peak": 3}}})
+
+
+def test_source000_phases_each_on_its_own_conditions_at_the_same_checkpoints():
+    from tinylens.dynamics.phases import source000_phases
+
+    rng = np.random.default_rng(0)
+
+    def noisy(curve):
+        return curve + rng.normal(0, 0.01, len(curve))  # thresholds: 3 x this noise, about 0.03
+
+    kl = 1.2 - 1.0 * sigmoid(1.3) + 1.2 * sigmoid(2.3)  # falls to a minimum near step 60, then rises
+    ie = 1.2 + 1.3 * sigmoid(1.0) - 1.0 * sigmoid(2.3) + 0.4 * sigmoid(3.3)  # high, down, up again
+    found = source000_phases(STEPS, noisy(ie), noisy(kl), width=0.05, z=3.0)
+    assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (True, True, True)
+    assert 0.005 < found["noise"]["ie"] < 0.02 and found["thresholds"]["kl"] == pytest.approx(3 * found["noise"]["kl"])
+    assert 1.5 < math.log10(found["unigram_step"]) < 2.0 < math.log10(found["ie_minimum_step"]) < 3.3
+    assert math.log10(found["ie_rebound_step"]) > 3.3
+    no_rebound = 1.2 + 1.3 * sigmoid(1.0) - 1.0 * sigmoid(2.3)
+    found = source000_phases(STEPS, noisy(no_rebound), noisy(kl), width=0.05, z=3.0)
+    assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (True, True, False)
+    # IE never falls: the unigram phase is still there (KL low, IE high at its minimum), phase 2 is not
+    rising_ie = 1.2 + 1.3 * sigmoid(1.0)
+    found = source000_phases(STEPS, noisy(rising_ie), noisy(kl), width=0.05, z=3.0)
+    assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (True, False, False)
+    # IE high only long after KL's minimum: at s1 it is still in the lower half of its range, so no phase 1
+    late_ie = 1.2 + 1.3 * sigmoid(2.8)
+    assert not source000_phases(STEPS, noisy(late_ie), noisy(kl), width=0.05, z=3.0)["phase_1"]
+    kl_back_down = kl - 1.2 * sigmoid(3.0)  # KL falls back to low while IE rebounds: no phase 3
+    found = source000_phases(STEPS, noisy(ie), noisy(kl_back_down), width=0.05, z=3.0)
+    assert found["middle"]["kl"] == pytest.approx((kl_back_down.max() + kl_back_down[1:].min()) / 2, abs=0.05)
+    assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (True, True, False)
+    monotone_kl = 1.2 + 1.2 * sigmoid(2.3)
+    found = source000_phases(STEPS, noisy(ie), noisy(monotone_kl), width=0.05, z=3.0)
+    assert not found["phase_1"] and found["unigram_step"] is None
+    # IE starting high (as a trained LayerNorm's states at initialisation do) and falling a little before KL's
+    # minimum is still high there: phase 1 reads levels against the range, not against the first checkpoint
+    early_high = 2.7 - 0.3 * sigmoid(1.3) - 1.1 * sigmoid(2.3)  # 2.7 at the start, 2.4 at s1, 1.3 in the end
+    found = source000_phases(STEPS, noisy(early_high), noisy(kl), width=0.05, z=3.0)
+    assert found["at"]["s1"]["ie"] < found["at"]["start"]["ie"] - 0.2 and found["phase_1"] and found["phase_2"]
+    # the same story at a hundredth of the size sits inside the curves' noise: no phase at all
+    found = source000_phases(STEPS, noisy(1 + 0.01 * (ie - 1)), noisy(1 + 0.01 * (kl - 1)), width=0.05, z=3.0)
+    assert (found["phase_1"], found["phase_2"], found["phase_3"]) == (False, False, False)
+
+
+def test_the_energy_along_the_forward_pass_per_window_and_its_rises():
+    """Per depth the mean IE over the energy windows with its standard error, and per step (depth d to d + 1)
+    the windows whose IE rises there: the same numbers as each window's energy computed directly."""
+    from tinylens.interventions import run
+
+    ids = np.random.default_rng(4).integers(0, 12, 4000)
+    probes = make_probes(ids, ids[:800], 12, 16, measure_settings())
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=12, block_size=16, d_model=8, n_layer=2, n_head=2, dropout=0.0)).eval()
+    val = _validation_measures(model, probes, 7, torch.device("cpu"))
+    tokens = torch.as_tensor(probes.val[:7, :-1])
+    with torch.no_grad():
+        trace = run(model, tokens, record=["blocks.*.block_input", "ln_f_input", "ln_f_output"])
+        states = [trace[f"blocks.{b}.block_input"] for b in range(2)] + [trace["ln_f_input"], trace["ln_f_output"]]
+    per_window = torch.stack([interaction_energy(s) for s in states])  # [depth windows]
+    np.testing.assert_allclose(val["ie"].numpy(), per_window.mean(1).numpy(), rtol=1e-9)
+    np.testing.assert_allclose(val["ie_se"].numpy(), (per_window.std(1) / 7**0.5).numpy(), rtol=1e-9)
+    np.testing.assert_array_equal(val["ie_rises"].numpy(), (per_window[1:] > per_window[:-1]).sum(1).numpy())
+    assert val["ie_windows"] == 7
+    row, _ = measure_checkpoint(model, probes, measure_settings())
+    assert row["ie_rises"].dtype == np.int32 and row["ie_rises"].shape == (3,) and row["ie_se"].shape == (4,)
+
+
+def test_the_monotone_quantity_is_a_sign_test_per_step_and_its_sentence_says_where_it_rises():
+    from tinylens.dynamics.summary import _monotone_sentence, ie_along_depth
+    from tinylens.wording import disagreements
+
+    metrics = {"ie": np.array([[1.0, 1.2, 1.5, 1.4, 1.6]]), "ie_se": np.full((1, 5), 0.01),
+               "ie_windows": np.array([100]), "ie_rises": np.array([[95, 90, 10, 80]], dtype=np.int32)}
+    along = ie_along_depth(metrics, n_layer=3)
+    assert [t["to"] for t in along["steps"]] == ["block 1", "block 2", "block 3", "ln_f"]
+    assert [t.get("block") for t in along["steps"]] == [0, 1, 2, None]  # 0-based in the metrics
+    assert [t["rises"]["direction"] for t in along["steps"]] == ["above", "above", "below", "above"]
+    other = ie_along_depth({**metrics, "ie_rises": np.array([[95, 52, 5, 20]], dtype=np.int32)}, n_layer=3)
+    doc = {"original_seed": 1, "seeds": {"1": {"ie_along_depth": along}, "2": {"ie_along_depth": other}},
+           "headline": {"ie_rises_through_every_block": {"1": False, "2": False}}}
+    text = _monotone_sentence(doc)
+    assert ("in seed 1's final model it rises through blocks 1 and 2 (shares 0.9 to 0.95, largest p = ") in text
+    assert "; falls through block 3 (share 0.1, 95% interval " in text and "; and it rises through ln_f (share 0.8, " in text
+    assert "it rises through every block in 0 of 2 models; in every model it rises through block 1 and falls " \
+           "through block 3." in text
+    assert disagreements(text) == []

@@ -79,6 +79,11 @@ def test_table_values_match_a_direct_computation(curves, finished_run, test_pres
         assert c.metrics["val_loss"][k] == pytest.approx(float(loss), abs=1e-5)
         depth = depth_names(6).index("embed")
         assert c.metrics["ie"][k, depth] == pytest.approx(float(interaction_energy(embedded).mean()), rel=1e-9)
+        # the step through block 1, window by window: the sign test's count
+        with torch.no_grad():
+            after = model.blocks[0](embedded)
+        rises = int((interaction_energy(after) > interaction_energy(embedded)).sum())
+        assert c.metrics["ie_rises"][k, 0] == rises and c.metrics["ie_windows"][k] == dyn["energy_windows"]
 
 
 @pytest.mark.workflow
@@ -94,7 +99,11 @@ def test_metrics_json_names_the_window_the_best_head_and_the_phases(finished_run
         final = c.heads["prefix_matching"][-1]
         assert best["prefix_matching"] == pytest.approx(final.max())
         assert final[best["block"], best["head"]] == final.max()  # blocks and heads 0-based
-        assert set(s["ie_kl"]) >= {"phase_1", "phase_2", "phase_3", "ie_critical_points", "kl_critical_points"}
+        assert set(s["ie_kl"]) >= {"phase_1", "phase_2", "phase_3", "ie_critical_points", "kl_critical_points",
+                                   "noise", "thresholds", "at", "middle"}
+        steps = s["ie_along_depth"]["steps"]
+        assert [t.get("block") for t in steps] == [0, 1, 2, 3, 4, 5, None]  # through blocks 1-6, then ln_f
+        assert all(t["rises"]["n"] == s["ie_along_depth"]["windows"] for t in steps)
         assert s["phase_change_detected"] == (s["induction_head_formed"] and s["icl_significant"])
         assert s["unigram_direction_first_step"] in c.steps.tolist() + [None]
     assert 0 < summary["headline"]["prefix_matching_uniform_baseline"] < 0.2

@@ -27,9 +27,10 @@ def require_transformer_lens():
         pytest.skip('transformer-lens not installed (pip install -e ".[tl]")')
 
 
-def tiny_model(seed=0):
+def tiny_model(seed=0, **options):
     torch.manual_seed(seed)
-    model = Transformer(ModelConfig(vocab_size=7, block_size=8, d_model=12, n_layer=2, n_head=3, dropout=0.0))
+    model = Transformer(ModelConfig(vocab_size=7, block_size=8, d_model=12, n_layer=2, n_head=3, dropout=0.0,
+                                    **options))
     with torch.no_grad():  # non-zero biases and LayerNorm affines, so a misplaced one shows
         for name, p in model.named_parameters():
             if "ln" in name or name.endswith("bias"):
@@ -94,6 +95,24 @@ def test_every_mapped_hook_holds_our_tensor():
         torch.testing.assert_close(tl_value(cache, name, block), ours, atol=1e-5, rtol=0, msg=name)
         checked += 1
     assert checked == 4 + 10 * model.config.n_layer
+
+
+@pytest.mark.parametrize("options", [{"tie_embeddings": True}, {"norm": "rmsnorm"}])
+def test_the_variant_models_export_to_transformer_lens(options):
+    """A tied model's W_U is its W_E; an RMSNorm model's norms are TransformerLens's RMS (gain, no bias)."""
+    require_transformer_lens()
+    from tinylens.export import bridge_from_model
+
+    model = tiny_model(2, **options)
+    sd = legacy_state_dict(model)
+    if "norm" in options:
+        assert "ln_final.b" not in sd and "blocks.0.ln1.b" not in sd
+    else:
+        torch.testing.assert_close(sd["unembed.W_U"], sd["embed.W_E"].T, atol=0, rtol=0)
+    bridge = bridge_from_model(model)
+    tokens = torch.tensor([[0, 3, 1, 6, 2, 5, 1, 1], [4, 4, 0, 1, 2, 3, 6, 0]])
+    with torch.no_grad():
+        torch.testing.assert_close(bridge(tokens), model(tokens)[0], atol=1e-5, rtol=0)
 
 
 @pytest.mark.workflow

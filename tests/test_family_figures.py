@@ -79,12 +79,16 @@ def test_ffwd_endpoint_histograms_each_mode():
     from tinylens.supporting.plots import make_ffwd_endpoint
 
     tables = {mode: {"cosine": np.array([0.5, 0.7]) + d, "norm_ratio": np.array([0.8, 1.2]),
-                     "hellinger": np.array([0.1, 0.3]) + d} for mode, d in (("corpus", 0.0), ("heldout", 0.1))}
+                     "hellinger": np.array([0.1, 0.3]) + d, "sa_cosine": np.array([0.1, 0.2]),
+                     "sa_norm_ratio": np.array([0.5, 0.6]), "sa_hellinger": np.array([0.5, 0.6])}
+              for mode, d in (("corpus", 0.0), ("heldout", 0.1))}
     fig = make_ffwd_endpoint(tables)
-    assert [ax.get_xlabel() for ax in fig.axes] == ["cos(x_1 + sum ffwd, x_7)", "|x_1 + sum ffwd| / |x_7|",
-                                                    "H(unembedded ffwd-only sum, model)"]
-    assert legend(fig.axes[0]) == ["corpus prompts (the paper's mode): mean 0.600",
-                                   "held-out prompts (validation text): mean 0.700"]
+    assert [ax.get_xlabel() for ax in fig.axes] == ["cos(endpoint, x_7)", "|endpoint| / |x_7|",
+                                                    "H(unembedded endpoint, model)"]
+    assert legend(fig.axes[0]) == ["corpus prompts (the paper's mode), x_1 + sum ffwd: mean 0.600",
+                                   "corpus prompts (the paper's mode), x_1 + sum sa: mean 0.150",
+                                   "held-out prompts (validation text), x_1 + sum ffwd: mean 0.700",
+                                   "held-out prompts (validation text), x_1 + sum sa: mean 0.150"]
     assert fig.axes[0].get_ylabel() == "prompts"
 
 
@@ -147,13 +151,14 @@ def test_robustness_bars_per_variant_the_default_in_red_and_the_paired_differenc
 
     from tinylens.supporting.plots import make_robustness
 
-    versus = {"mean_difference": 0.03, "standard_error": 0.01, "verdict": "worse"}
+    versus = {"mean_difference": 0.03, "standard_error": 0.01, "verdict": "worse", "test": {"ci95": [0.01, 0.05]}}
     summary = {"default": "cosine_len10", "variants": {
         "cosine_len10": {"similarity": "cosine", "length": 10, "mean_hellinger": 0.2, "standard_error": 0.01, "n": 50},
         "euclidean_len10": {"similarity": "euclidean", "length": 10, "mean_hellinger": 0.23, "standard_error": 0.02,
                             "n": 50, "versus_default": versus},
         "cosine_len5": {"similarity": "cosine", "length": 5, "mean_hellinger": 0.19, "standard_error": 0.01, "n": 50,
-                        "versus_default": {"mean_difference": -0.01, "standard_error": 0.01, "verdict": "no different"}}}}
+                        "versus_default": {"mean_difference": -0.01, "standard_error": 0.01, "verdict": "no different",
+                                           "test": {"ci95": [-0.03, 0.01]}}}}}
     left, right = make_robustness(summary).axes
     bars = left.patches
     np.testing.assert_allclose([b.get_width() for b in bars], [0.2, 0.23, 0.19])
@@ -162,6 +167,8 @@ def test_robustness_bars_per_variant_the_default_in_red_and_the_paired_differenc
                                                               "cosine, length 5"]
     assert [t.get_text() for t in right.get_yticklabels()] == ["euclidean, length 10", "cosine, length 5"]
     np.testing.assert_allclose(np.asarray(right.containers[0][0].get_xdata(), dtype=float), [0.03, -0.01])
+    segments = right.containers[0][2][0].get_segments()  # the error bars: each variant's 95% interval
+    np.testing.assert_allclose([[seg[0][0], seg[1][0]] for seg in segments], [[0.01, 0.05], [-0.03, 0.01]])
     assert [t.get_text() for t in right.texts] == ["worse", "no different"]
     assert "50 held-out prompts" in left.get_title()
 
@@ -369,7 +376,8 @@ def test_head_scores_every_head_and_the_best_in_black():
     fig = make_head_scores(dynamics_curves(), dynamics_summary(), "1", uniform_baseline=0.12)
     prefix = fig.axes[0]
     best = [x for x in prefix.get_lines() if x.get_label().startswith("best head")]
-    assert [x.get_label() for x in best] == ["best head by final prefix matching: block 6 head 1 (+0.80)"]
+    # the metrics' block 5, head 1 (from 0), as people count them
+    assert [x.get_label() for x in best] == ["best head by final prefix matching: block 6 head 2 (+0.80)"]
     np.testing.assert_allclose(best[0].get_ydata(), np.linspace(0, 0.5, 4) + 0.3)
     others = [x for x in prefix.get_lines() if len(x.get_xdata()) == 4 and not x.get_label().startswith("best")]
     assert len(others) == 6 * 2 - 1  # every other head of every block
@@ -415,6 +423,14 @@ def test_composition_heatmaps_one_grid_per_kind_and_variant():
     np.testing.assert_allclose(grid[0:2, 2:4], [[0.3, 0.3], [0.4, 0.4]])  # head a of layer 0 -> heads of layer 1
     assert np.ma.getmaskarray(grid[2:4, 0:2]).all()  # a later head never writes to an earlier one: no value
     assert grids[0].get_ylabel() == "earlier head A (layer.head)" and grids[-1].get_xlabel() == "later head B (layer.head)"
+    assert [t.get_text() for t in grids[0].get_yticklabels()][:2] == ["1.1", "1.2"]  # layers and heads from 1
+
+
+def test_a_pair_of_the_metrics_is_labelled_from_1():
+    from tinylens.circuits.plots import people_pair
+    from tinylens.circuits.schemas import pair_label
+
+    assert people_pair(pair_label(0, 1, 2, 3)) == "1.2 -> 3.4"
 
 
 def symmetry_digest(names=("permutation", "cond1000")):

@@ -80,12 +80,15 @@ def _dynamics(prefix_matching: float, formed: bool, icl: float, se: float) -> di
 
 def test_the_data_chooses_the_wording():
     none = " ".join(dynamics_findings(_dynamics(0.046, False, 0.085, 0.09)))
-    assert "No induction head forms in any of the 1 seeds: the best final prefix-matching score is 0.046" in none
-    assert "against a uniform head's 0.049" in none and "No phase change is detected in any seed." in none
-    assert "in no seed two standard errors below 0" in none and "An induction head" not in none
+    assert ("No induction head forms in any of the 1 model (seed 1337): the best final prefix-matching score is "
+            "0.046") in none
+    assert "against a uniform head's 0.049" in none and "No phase change is detected in any model." in none
+    assert "in no model two standard errors below 0" in none and "An induction head" not in none
     found = " ".join(dynamics_findings(_dynamics(0.62, True, -0.4, 0.05)))
-    assert "An induction head forms in 1 of 1 seeds" in found and "block 3, head 1 of seed 1337" in found
-    assert "A phase change (both together) is detected in 1 of 1 seeds." in found and "No " not in found
+    # blocks and heads counted from 1 for people: the metrics' block 3, head 1
+    assert "An induction head forms in 1 of the 1 model (seed 1337)" in found and "block 4, head 2 of seed 1337" in found
+    assert "A phase change (both together) is detected in 1 of 1 models." in found and "No " not in found
+    assert "Source 000's phases" in found and "Seed 000" not in found
 
 
 def test_the_comparison_sentences_say_what_the_verdicts_say():
@@ -103,7 +106,13 @@ def test_the_comparison_sentences_say_what_the_verdicts_say():
     assert "The like-for-like mean Hellinger distance, 0.238, differs from the paper's 0.168" in text
     assert "Not comparable here: model: a different model: n_embed 64 (the paper: 384)." in text
     rows[0]["verdict"] = "consistent"
-    assert "is consistent with the paper's" in " ".join(comparison_findings({"comparison": doc}))
+    assert "is no different from the paper's" in " ".join(comparison_findings({"comparison": doc}))
+    # a different model: the same prompts' numbers side by side, as what they are, with no verdict
+    rows[0].update(verdict="not comparable", p_value=None)
+    text = " ".join(comparison_findings({"comparison": doc}))
+    assert ("On the paper's own prompts with its thresholds and weights, this run's model is approximated to a mean "
+            "Hellinger distance of 0.238, the paper's model to 0.168: two different models on the same prompts, so no "
+            "verdict on the paper's number.") in text and "p = " not in text
 
 
 def test_snapshot_copies_a_run_with_its_provenance_and_renders_the_block(tmp_path):
@@ -162,8 +171,20 @@ def test_superposition_findings_state_the_jump_rule_and_the_correlated_claims(tm
 
 def _supporting(criterion_rows: list[dict]) -> dict:
     """The least of metrics/supporting.json the family's sentences read."""
-    return {"ablation": {"comparison": {"paper": [{"block": 0, "one_token_drop_ffwd": 0.5, "one_token_drop_sa": 0.1}]}},
+    import numpy as np
+
+    from tinylens.measures import mean_test
+    from tinylens.supporting.contributions import contributions_section
+
+    cols = {"block": np.zeros(4, dtype=np.int8), "sa_norm": np.ones(4), "ffwd_norm": np.ones(4),
+            "norm_ratio": np.array([2.0, 3.0, 0.5, 4.0]), "cos_ffwd_sa": np.array([0.1, 0.2, 0.0, 0.1]),
+            "cos_ffwd_out": np.ones(4), "cos_sa_out": np.zeros(4)}
+    difference = [{"block": 0, "over_seeds": mean_test([0.4, 0.3, 0.5]), "per_seed": {"1": {}, "2": {}, "3": {}}}]
+    return {"ablation": {"comparison": {"paper": [{"block": 0, "one_token_drop_ffwd": 0.5, "one_token_drop_sa": 0.1}]},
+                         "ffwd_minus_sa": {"paper": {"one_token": difference}}},
             "criterion": {"comparison": {"paper": criterion_rows}},
+            "attention_vs_ffwd": contributions_section({"paper": cols}, 1, {"vocab_size": 5, "block_size": 4,
+                                                                           "d_model": 8, "n_layer": 1}),
             "token_subspaces": {"a_at_ln_f_input": {"sigma_ratio": None},
                                 "stages": {"6": {"tokens": 65, "tokens_converged": 61, "tokens_reached": 0}}},
             "ffwd_endpoint": {}}
@@ -210,3 +231,20 @@ def test_the_criterion_at_each_blocks_own_threshold_stands_beside_the_jointly_tu
             "the paper prompts at blocks 1 to 2 (at the joint thresholds: 30%, 8%, end-of-model subspaces).") in text
     earlier = {"paper": {"blocks": per_mode["paper"]["blocks"]}}  # a criterion file of an earlier run
     assert "end_of_model_abs_block_alone" not in criterion_section(earlier, 2)["comparison"]["paper"][0]
+
+
+def test_the_findings_open_with_the_one_convention(tmp_path):
+    from tinylens.wording import CONVENTION
+
+    _write(tmp_path, "metrics/superposition.json", SUPERPOSITION)
+    text = findings.findings_document(tmp_path, "small")
+    assert text.split("\n\n")[1] == CONVENTION
+    assert "counted from 1" in CONVENTION and '"seed 1337" is a random seed' in CONVENTION
+
+
+def test_no_sentence_of_the_snapshot_says_what_its_numbers_do_not(repo):
+    """Every verdict clause README.md's block shows quotes a p that agrees with its words (the default run's
+    robustness sentence once said "no different" beside p = 0.017)."""
+    from tinylens.wording import disagreements
+
+    assert disagreements(block(repo)) == []

@@ -157,3 +157,47 @@ def test_paired_difference_is_one_t_test_whose_interval_and_p_agree():
     assert same["standard_error"] == 0 and same["p"] == 0 and same["t"] is None and same["ci_low"] == pytest.approx(0.1)
     with pytest.raises(ValueError, match="at least 2"):
         paired_difference([0.1], [0.2])
+
+
+# --- tests whose verdict and numbers come from one record ----------------------------------------------------
+
+
+def test_mean_test_is_the_one_sample_t_test_and_its_interval_agrees_with_its_p():
+    from scipy import stats
+
+    from tinylens.measures import mean_test
+
+    rng = np.random.default_rng(0)
+    for shift in (0.0, 0.1, 0.25, 0.5):
+        values = rng.normal(shift, 1.0, 60)
+        got = mean_test(values, null=0.05)
+        want = stats.ttest_1samp(values, 0.05)
+        assert got["p"] == pytest.approx(want.pvalue) and got["t"] == pytest.approx(want.statistic)
+        lo, hi = got["ci95"]
+        assert (lo > 0.05 or hi < 0.05) == (got["p"] < 0.05)  # the interval excludes the null exactly when p < 0.05
+        assert got["direction"] == ("same" if got["p"] >= 0.05 else "above" if got["mean"] > 0.05 else "below")
+    assert mean_test([1.0])["direction"] == "same" and mean_test([1.0])["p"] is None
+
+
+def test_share_test_is_the_score_test_the_wilson_interval_inverts():
+    from tinylens.measures import share_test
+
+    for k in range(35, 66):  # around the edge of the interval for n = 100
+        got = share_test(k, 100)
+        lo, hi = got["ci95"]
+        assert (lo > 0.5 or hi < 0.5) == (got["p"] < 0.05), k
+        assert got["z"] == pytest.approx((k / 100 - 0.5) / math.sqrt(0.25 / 100))
+    assert share_test(60, 100)["direction"] == "above" and share_test(40, 100)["direction"] == "below"
+    assert share_test(0, 0)["direction"] == "same"
+
+
+def test_ratio_test_bootstraps_a_share_of_a_total_over_units():
+    from tinylens.measures import ratio_test
+
+    carried, total = np.full(40, 1.0), np.full(40, 4.0)  # a quarter, on every unit: no spread at all
+    got = ratio_test(carried, total, null=0.5)
+    assert got["ratio"] == 0.25 and got["ci95"] == [0.25, 0.25] and got["direction"] == "below"
+    assert got["p"] == pytest.approx(2 / 2001)  # (0 + 1) / (draws + 1) on the nearer side, twice: never 0
+    rng = np.random.default_rng(1)
+    noisy = ratio_test(rng.uniform(0, 2, 30), np.full(30, 2.0), null=0.5)  # about a half
+    assert noisy["direction"] == "same" and noisy["ci95"][0] < 0.5 < noisy["ci95"][1]

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 import torch
 
@@ -135,3 +137,61 @@ def test_the_config_offers_the_activation_kinds_the_library_dumps(repo):
     schema = yaml.safe_load((repo / "config/schema.yaml").read_text(encoding="utf-8"))
     kinds = schema["$defs"]["preset"]["properties"]["analysis"]["properties"]["string_kinds"]
     assert set(kinds["items"]["enum"]) == set(VECTOR_KINDS)
+
+
+def _variant(**options) -> Transformer:
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=11, block_size=8, d_model=16, n_layer=2, n_head=2, dropout=0.0,
+                                    **options))
+    with torch.no_grad():  # non-trivial gains, so a misplaced one shows
+        for name, p in model.named_parameters():
+            if ".ln" in name or name.startswith("ln"):
+                p.add_(torch.randn_like(p) * 0.3)
+    return model.eval()
+
+
+def test_tied_embeddings_share_one_weight_and_round_trip_through_the_files(tmp_path):
+    from tinylens.weights import load_model, save_model
+
+    tied, untied = _variant(tie_embeddings=True), _variant()
+    assert tied.lm_head.weight is tied.tok_emb.weight and tied.lm_head.bias is not None
+    assert tied.n_params() == untied.n_params() - 11 * 16  # the unembedding's weight is the embedding
+    save_model(tmp_path, tied)
+    assert json.loads((tmp_path / "config.json").read_text())["tie_embeddings"] is True
+    back = load_model(tmp_path)
+    assert back.lm_head.weight is back.tok_emb.weight
+    idx = torch.tensor([[1, 2, 3, 4, 0, 10]])
+    torch.testing.assert_close(back(idx)[0], tied(idx)[0], atol=0, rtol=0)
+    # the unembedding reads the embedding: logits minus bias are ln_f(x) . E[v]
+    x = tied.ln_f(torch.randn(3, 16))
+    torch.testing.assert_close(tied.lm_head(x) - tied.lm_head.bias, x @ tied.tok_emb.weight.T)
+
+
+def test_rmsnorm_divides_by_the_root_mean_square_and_is_blind_to_scale_and_rotation(tmp_path):
+    from tinylens.weights import load_model, save_model
+
+    model = _variant(norm="rmsnorm")
+    norms = [model.ln_f] + [b.ln1 for b in model.blocks] + [b.ln2 for b in model.blocks]
+    assert all(isinstance(n, torch.nn.RMSNorm) and n.eps == 1e-5 for n in norms)
+    x = torch.randn(5, 16)
+    g = model.ln_f.weight
+    torch.testing.assert_close(model.ln_f(x), x / torch.sqrt((x**2).mean(-1, keepdim=True) + 1e-5) * g)
+    q, _ = torch.linalg.qr(torch.randn(16, 16))
+    unit = torch.nn.RMSNorm(16, eps=0.0)  # gain 1: the normalisation alone commutes with rotations and scalings
+    torch.testing.assert_close(unit(3.0 * x @ q), unit(x) @ q, atol=1e-5, rtol=0)
+    save_model(tmp_path, model)
+    assert json.loads((tmp_path / "config.json").read_text())["norm"] == "rmsnorm"
+    idx = torch.tensor([[1, 2, 3, 4, 0, 10]])
+    torch.testing.assert_close(load_model(tmp_path)(idx)[0], model(idx)[0], atol=0, rtol=0)
+
+
+def test_the_default_model_writes_the_config_json_it_always_wrote():
+    """The variant options appear in config.json only where a model uses them, so every model trained before
+    keeps its exact file and its training fingerprint (no retraining)."""
+    cfg = ModelConfig(vocab_size=65, block_size=64, d_model=64, n_layer=6, n_head=4, dropout=0.0)
+    assert list(cfg.to_dict()) == ["vocab_size", "block_size", "n_embed", "n_layer", "n_head", "dropout"]
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    tied = ModelConfig(**{**vars(cfg), "tie_embeddings": True})
+    assert tied.to_dict()["tie_embeddings"] is True and ModelConfig.from_dict(tied.to_dict()) == tied
+    with pytest.raises(ValueError, match="norm must be one of"):
+        ModelConfig(norm="batchnorm")

@@ -447,3 +447,47 @@ def test_correlated_claims_and_collapse_are_tested_against_their_controls():
     (dense,) = out["collapse"]["denser"]
     assert dense["setting"] == "d" and dense["collapsed"] and dense["aligned_within_group"]["count"] == 15
     assert out["settings"]["d"]["principal_share"]["mean"] == pytest.approx(0.99)
+
+
+def test_the_jumps_share_of_the_movement_is_tested_against_one_half():
+    """Each feature's movement is the path length of its smoothed D_i; a jump carries the distance between its
+    plateaus. Features that only jump give a share near 1, features that also drift give less."""
+    from tinylens.superposition.summary import findings, movement_shares
+    from tinylens.wording import disagreements
+
+    steps = np.arange(40)
+    training = {k: [] for k in ("sparsity", "step", "feature", "norm", "dimensionality")}
+    jumps = {k: [] for k in ("sparsity", "feature", "from_fraction", "to_fraction", "exceeds_noise")}
+    for f in range(30):
+        curve = np.where(steps < 20, 0.5, 1.0)  # one jump from 1/2 to 1 ...
+        if f >= 10:
+            curve = curve + 0.05 * steps  # ... and, for 20 of the 30, a drift of 1.95 besides
+        training["sparsity"] += [0.5] * 40
+        training["step"] += list(steps)
+        training["feature"] += [f] * 40
+        training["norm"] += [1.0] * 40
+        training["dimensionality"] += list(curve)
+        jumps["sparsity"].append(0.5)
+        jumps["feature"].append(f)
+        jumps["from_fraction"].append("1/2")
+        jumps["to_fraction"].append("1")
+        jumps["exceeds_noise"].append(True)
+    for key, value in (("sparsity", 0.5), ("feature", 0), ("from_fraction", "2/5"), ("to_fraction", "1/2"),
+                       ("exceeds_noise", False)):
+        jumps[key].append(value)  # a move within noise: counted apart, not as a jump
+    got = movement_shares({k: np.asarray(v) for k, v in training.items()}, jumps, smooth=1)
+    assert got["share_moves_within_noise"] == pytest.approx(0.1 / 54)
+    # net displacement: 10 x 1/2 + 20 x (1/2 + 1.95); the drifting features' paths are monotone, so the same
+    assert got["net_displacement"] == pytest.approx(54) and got["jumps_over_net_displacement"] == pytest.approx(15 / 54)
+    # 30 jumps of 1/2 over 10 x 1/2 + 20 x (1/2 + 1.95) of path length
+    assert got["jumps_share"]["ratio"] == pytest.approx(15 / (5 + 20 * 2.45))
+    assert got["jumps_share"]["direction"] == "below" and got["features"] == 30
+    doc = {"headline": {"uniform_sparsest_mean_represented": 5, "uniform_sparsest_pentagon_share": 1.0,
+                        "crossing_odd_sparsity": None, "crossing_relative_density": None,
+                        "share_near_fraction_in_range": 0.9, "chance_share_in_range": 0.3, "jumps_total": 30,
+                        "moves_within_noise": 0, "phase_agreement_best_seed": 1.0,
+                        "jumps_share_of_movement": got["jumps_share"]},
+           "dimensionality": {"jumps": {"movement": got}}}
+    text = " ".join(findings({"superposition": doc}))
+    assert "the jumps carry 28% of D_i's total movement over training" in text
+    assert "learning is not dominated (share 0.28, 95% interval " in text and disagreements(text) == []

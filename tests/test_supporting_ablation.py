@@ -105,3 +105,37 @@ def test_rows_round_trip_through_the_table_and_summarise_per_seed(model, tokens,
     np.testing.assert_allclose(s["mean"], 1.5 * mean, atol=1e-6)
     np.testing.assert_allclose(s["seed_min"], mean, atol=1e-6)
     np.testing.assert_allclose(s["seed_max"], 2 * mean, atol=1e-6)
+
+
+def test_the_larger_impact_is_a_paired_test_per_block_over_the_seeds():
+    """d = H(drop_ffwd) - H(drop_sa) on the same prompts, paired by prompt id (rows in any order); per seed its
+    mean over prompts, per block the t-test of the seeds' means: a block whose seeds disagree is no different."""
+    from tinylens.supporting.summary import ablation_differences
+
+    rng = np.random.default_rng(0)
+    prompts = 50
+
+    def table(shift: float) -> dict:
+        rows = {k: [] for k in ("mode", "prompt_id", "split", "context", "variant", "hellinger")}
+        for variant in ("drop_sa", "drop_ffwd"):
+            ids = rng.permutation(prompts)  # the two variants' rows in different orders
+            h = np.empty((prompts, 2))
+            # block 0: a per-prompt level both variants share, the feed-forward 0.005 above it: only the pairing
+            # by prompt id makes that difference stand out of the levels' spread
+            h[:, 0] = 0.01 * ids + (0.005 if variant == "drop_ffwd" else 0.0) + rng.normal(0, 1e-4, prompts)
+            h[:, 1] = 0.1 + (shift if variant == "drop_ffwd" else 0.0) + rng.normal(0, 0.01, prompts)
+            rows["mode"] += ["paper"] * prompts
+            rows["prompt_id"] += list(ids)
+            rows["split"] += ["eval"] * prompts
+            rows["context"] += ["one_token"] * prompts
+            rows["variant"] += [variant] * prompts
+            rows["hellinger"] += list(h)
+        return {k: np.asarray(v) for k, v in rows.items()}
+
+    got = ablation_differences({1: table(0.02), 2: table(-0.02), 3: table(0.01)})["paper"]["one_token"]
+    assert [r["block"] for r in got] == [0, 1]
+    first, second = (r["over_seeds"] for r in got)
+    assert got[0]["per_seed"]["1"]["direction"] == "above" and got[0]["per_seed"]["1"]["p"] < 1e-10
+    assert first["direction"] == "above" and first["mean"] == pytest.approx(0.005, abs=1e-4) and first["n"] == 3
+    assert got[1]["per_seed"]["1"]["direction"] == "above" and got[1]["per_seed"]["2"]["direction"] == "below"
+    assert second["direction"] == "same"  # the seeds straddle 0: inside the seeds' spread

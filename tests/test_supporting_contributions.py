@@ -34,10 +34,12 @@ def test_zero_attention_gives_an_infinite_ratio_and_zero_cosine():
 
 
 def test_verdict_follows_the_interval():
-    assert share(np.array([True] * 30 + [False] * 10))["verdict"] == "holds"  # [0.60, 0.86]
-    assert share(np.array([True] * 10 + [False] * 30))["verdict"] == "fails"
-    assert share(np.array([True] * 6 + [False] * 4))["verdict"] == "undecided"
-    assert share(np.array([], dtype=bool))["verdict"] == "undecided"
+    longer = share(np.array([True] * 30 + [False] * 10))  # Wilson [0.60, 0.86]
+    assert longer["direction"] == "above" and longer["ci95"][0] > 0.5 and longer["p"] < 0.05
+    assert share(np.array([True] * 10 + [False] * 30))["direction"] == "below"
+    undecided = share(np.array([True] * 6 + [False] * 4))
+    assert undecided["direction"] == "same" and undecided["ci95"][0] < 0.5 < undecided["ci95"][1]
+    assert share(np.array([], dtype=bool))["direction"] == "same"
 
 
 def test_summary_counts_each_claim_per_block():
@@ -52,6 +54,20 @@ def test_summary_counts_each_claim_per_block():
     assert second["ffwd_longer"]["share"] == pytest.approx(1 / 3)  # inf counts as longer
     assert second["norm_ratio"]["n"] == 2  # the infinite ratio is left out of the spread
     assert first["norm_ratio"]["median"] == 2.0
+
+
+def test_the_direction_claim_is_a_t_test_against_its_stated_threshold():
+    from tinylens.supporting.contributions import ROUGHLY_SAME_DIRECTION
+
+    cos = np.r_[np.full(50, 0.8), np.full(50, 0.7), np.full(50, 0.1), np.full(50, -0.1)]  # block 0, block 1
+    cols = {"block": np.repeat([0, 1], 100).astype(np.int8), "sa_norm": np.ones(200), "ffwd_norm": np.ones(200),
+            "norm_ratio": np.ones(200), "cos_ffwd_sa": cos, "cos_ffwd_out": np.zeros(200), "cos_sa_out": np.zeros(200)}
+    first, second = summarize_contributions(cols, 2)
+    assert ROUGHLY_SAME_DIRECTION == 0.5
+    assert first["cos_ffwd_sa_against_same_direction"]["direction"] == "above"
+    assert first["cos_ffwd_sa_against_same_direction"]["mean"] == pytest.approx(0.75)
+    assert second["cos_ffwd_sa_against_same_direction"]["direction"] == "below"
+    assert second["cos_ffwd_sa_against_0"]["direction"] == "same"  # mean 0: neither way
 
 
 @pytest.mark.parametrize("shape", [dict(vocab_size=65, block_size=256, d_model=384, n_layer=6, n_head=6),

@@ -81,6 +81,19 @@ def test_with_attention_silenced_the_ffwd_only_endpoint_is_the_model(tokens):
     np.testing.assert_allclose(silent["cosine"], 1.0, atol=1e-6)
     np.testing.assert_allclose(silent["norm_ratio"], 1.0, atol=1e-6)
     assert silent["hellinger"].max() < 1e-4
+    assert (silent["sa_hellinger"] > 1e-3).all()  # the attention-only endpoint is then x_1 alone
+
+
+def test_with_the_feed_forward_silenced_the_attention_only_endpoint_is_the_model(tokens):
+    model = make_model(seed=1)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.ffwd.net[2].weight.zero_()
+            block.ffwd.net[2].bias.zero_()
+    silent = ffwd_only_endpoint(model, tokens)
+    np.testing.assert_allclose(silent["sa_cosine"], 1.0, atol=1e-6)
+    np.testing.assert_allclose(silent["sa_norm_ratio"], 1.0, atol=1e-6)
+    assert silent["sa_hellinger"].max() < 1e-4
 
 
 def test_the_ffwd_only_endpoint_matches_a_hand_computation(tokens):
@@ -88,17 +101,22 @@ def test_the_ffwd_only_endpoint_matches_a_hand_computation(tokens):
     cols = ffwd_only_endpoint(model, tokens)
     with torch.no_grad():
         x = model.embed(tokens)
-        f = x[:, -1].clone()
+        f, a = x[:, -1].clone(), x[:, -1].clone()
         for blk in model.blocks:
             sa = blk.sa(blk.ln1(x))[0]
             ffwd = blk.ffwd(blk.ln2(x + sa))
             f += ffwd[:, -1]
+            a += sa[:, -1]
             x = x + sa + ffwd
         p_f = torch.softmax(model.unembed(f[:, None])[:, 0].double(), -1)
+        p_a = torch.softmax(model.unembed(a[:, None])[:, 0].double(), -1)
         q = torch.softmax(model.unembed(x)[:, -1].double(), -1)
     np.testing.assert_allclose(cols["cosine"], cosine(f, x[:, -1]).numpy(), atol=1e-6)
-    h = torch.sqrt(0.5 * ((p_f.sqrt() - q.sqrt()) ** 2).sum(-1)).numpy()
-    np.testing.assert_allclose(cols["hellinger"], h, atol=1e-6)
+    np.testing.assert_allclose(cols["sa_cosine"], cosine(a, x[:, -1]).numpy(), atol=1e-6)
+    np.testing.assert_allclose(cols["sa_norm_ratio"], (a.norm(dim=-1) / x[:, -1].norm(dim=-1)).numpy(), atol=1e-6)
+    for key, p in (("hellinger", p_f), ("sa_hellinger", p_a)):
+        h = torch.sqrt(0.5 * ((p.sqrt() - q.sqrt()) ** 2).sum(-1)).numpy()
+        np.testing.assert_allclose(cols[key], h, atol=1e-6)
 
 
 def test_tip_to_tail_keeps_every_length_and_every_angle_to_the_running_sum():
@@ -134,3 +152,22 @@ def test_tables_split_by_mode_keep_their_row_order():
     assert list(split) == ["corpus", "heldout"]
     assert split["corpus"]["x"].tolist() == [1, 3] and split["heldout"]["x"].tolist() == [2]
     assert split["heldout"]["mode"].tolist() == ["heldout"]
+
+
+def test_the_endpoints_claims_are_tested_beside_each_other():
+    """"Shorter" is the sign test of |end| < |x_7| over prompts; "closely aligned" the paired t-test of the
+    feed-forward-only endpoint's cosine against the attention-only one's."""
+    from tinylens.supporting.summary import summarize_endpoint
+
+    n = 100
+    ramp = np.linspace(-0.01, 0.01, n)
+    cols = {"cosine": 0.9 + ramp, "norm_ratio": np.r_[np.full(80, 1.1), np.full(20, 0.9)], "final_norm": np.ones(n),
+            "hellinger": 0.2 + ramp, "sa_cosine": 0.3 + ramp[::-1], "sa_norm_ratio": np.full(n, 0.5),
+            "sa_hellinger": 0.6 + ramp}
+    s = summarize_endpoint(cols)
+    tests = s["tests"]
+    assert tests["ffwd_shorter"]["share"] == 0.2 and tests["ffwd_shorter"]["direction"] == "below"  # longer
+    assert tests["sa_shorter"]["direction"] == "above"
+    assert tests["cosine_ffwd_minus_sa"]["mean"] == pytest.approx(0.6) and tests["cosine_ffwd_minus_sa"]["direction"] == "above"
+    assert tests["hellinger_ffwd_minus_sa"]["direction"] == "below"
+    assert s["sa_norm_ratio"]["mean"] == pytest.approx(0.5)

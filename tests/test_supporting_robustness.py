@@ -87,6 +87,27 @@ def test_paired_comparison_known_answer():
     assert paired_comparison(default, default)["wilcoxon_p"] is None
 
 
+def test_the_verdict_is_the_quoted_tests_and_the_sentence_agrees_with_it():
+    """The paired t-test decides, and its p is the one quoted: where the rank test (Wilcoxon, the differences'
+    median) and the mean disagree, the words follow the mean's test."""
+    from tinylens.supporting.robustness import findings_sentence
+    from tinylens.wording import disagreements
+
+    rng = np.random.default_rng(0)
+    default = rng.uniform(0.1, 0.4, 100)
+    # most prompts a little better, a few much worse: the median moves, the mean does not
+    d = np.where(np.arange(100) < 90, -0.01, 0.09) + rng.normal(0, 0.002, 100)
+    c = paired_comparison(default + d, default)
+    assert c["wilcoxon_p"] < 0.05 and c["test"]["p"] >= 0.05
+    assert c["verdict"] == "no different"
+    robustness = {"default": "cosine_len10", "settings": {"text_chars": 5000},
+                  "variants": {"cosine_len10": {"similarity": "cosine", "length": 10, "mean_hellinger": 0.2, "n": 100},
+                               "cosine_len5": {"similarity": "cosine", "length": 5, "versus_default": c}}}
+    sentence = findings_sentence(robustness)
+    assert "it is no different (Hellinger difference" in sentence and f"p = {c['test']['p']:.2g}" in sentence
+    assert "Wilcoxon" not in sentence and disagreements(sentence) == []
+
+
 def _summary():
     from tinylens.supporting.robustness import summarize
 
@@ -114,7 +135,7 @@ def test_the_findings_state_each_variants_verdict_from_the_metrics():
 
     sentence = [s for s in findings({"supporting": _minimal_supporting(_summary())}) if "Euclidean" in s]
     assert len(sentence) == 1
-    assert "with Euclidean distance it is worse (Hellinger difference 0.1 +- " in sentence[0]
+    assert "with Euclidean distance it is worse (Hellinger difference 0.1, 95% interval " in sentence[0]
     assert "with strings of length 5 it is no different" in sentence[0]
     assert "mean Hellinger 0.25 on 4 held-out prompts" in sentence[0] and "first 5,000 characters" in sentence[0]
     # metrics of a run made before the comparison existed: no sentence, no error
@@ -123,8 +144,17 @@ def test_the_findings_state_each_variants_verdict_from_the_metrics():
 
 def _minimal_supporting(robustness):
     """The least of metrics/supporting.json that the family's findings read, with a robustness section."""
+    from tinylens.measures import mean_test
+    from tinylens.supporting.contributions import contributions_section
+
     block = {"one_token_drop_ffwd": 0.5, "one_token_drop_sa": 0.1}
-    doc = {"ablation": {"comparison": {"paper": [block]}}, "criterion": {"comparison": {"paper": []}},
+    difference = [{"block": 0, "over_seeds": mean_test([0.4, 0.3, 0.5]), "per_seed": {"1": {}, "2": {}, "3": {}}}]
+    cols = {"block": np.zeros(4, dtype=np.int8), "sa_norm": np.ones(4), "ffwd_norm": np.ones(4),
+            "norm_ratio": np.array([2.0, 3.0, 0.5, 4.0]), "cos_ffwd_sa": np.array([0.1, 0.2, 0.0, 0.1]),
+            "cos_ffwd_out": np.ones(4), "cos_sa_out": np.zeros(4)}
+    versus = contributions_section({"paper": cols}, 1, {"vocab_size": 5, "block_size": 4, "d_model": 8, "n_layer": 1})
+    doc = {"ablation": {"comparison": {"paper": [block]}, "ffwd_minus_sa": {"paper": {"one_token": difference}}},
+           "criterion": {"comparison": {"paper": []}}, "attention_vs_ffwd": versus,
            "token_subspaces": {"a_at_ln_f_input": {"sigma_ratio": None}, "stages": {}}, "ffwd_endpoint": {}}
     if robustness is not None:
         doc["robustness"] = robustness

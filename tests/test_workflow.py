@@ -404,3 +404,22 @@ def test_every_benchmark_record_belongs_to_a_named_target(finished_run, repo, te
     assert set(written) == set(declared)
     model = finished_run / "models/seed1337/model.safetensors"
     assert written["train_seed1337"] >= model.stat().st_size / 1e6 > 0
+
+
+def test_the_variant_models_are_the_original_with_one_option_changed(finished_run, test_preset):
+    """models/tied and models/rmsnorm (method.md §14): the original seed's training (the test preset's variants'
+    phases), one option each in config.json, a tied unembedding loaded as the embedding itself; and the findings
+    of the run state no verdict its quoted p contradicts."""
+    from tinylens.weights import load_model
+    from tinylens.wording import disagreements
+
+    for name, option in (("tied", {"tie_embeddings": True}), ("rmsnorm", {"norm": "rmsnorm"})):
+        folder = finished_run / "models" / name
+        config = json.loads((folder / "config.json").read_text())
+        original = json.loads((finished_run / "models/seed1337/config.json").read_text())
+        assert config == {**original, **option}
+        metrics = json.loads((folder / "metrics.json").read_text())
+        assert metrics["seed"] == 1337 and metrics["steps"] == test_preset["variants"]["phases"][-1]["until"]
+        model = load_model(folder)
+        assert (model.lm_head.weight is model.tok_emb.weight) == (name == "tied")
+    assert disagreements((finished_run / "findings.md").read_text(encoding="utf-8")) == []

@@ -1,4 +1,4 @@
-"""Seed 001's convex-hull reading, tested per head on validation windows at full context against
+"""Source 001's convex-hull reading, tested per head on validation windows at full context against
 shuffled and uniform attention (rule attention_hull)."""
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Figure: seed 001's convex-hull reading per head against shuffled and uniform attention (rule
+"""Figure: source 001's convex-hull reading per head against shuffled and uniform attention (rule
 plot_attention_hull)."""
 
 from tinylens.attention.plots import make_attention_hull

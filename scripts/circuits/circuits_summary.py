@@ -18,5 +18,6 @@ with job(snakemake) as j:
     symmetry = j.read_json(inp.symmetry)["transforms"] if inp.get("symmetry") else None
     if symmetry is None:
         j.log.info("no symmetry test among the inputs: metrics without it (symmetry_result says so)")
-    summary = summarize(final, over, symmetry, p.original, cfg.n_layer, cfg.n_head, cfg.d_model, p.top_pairs)
+    rmsnorm = j.read_json(inp.rmsnorm) if inp.get("rmsnorm") else None  # the RMSNorm variant, where trained
+    summary = summarize(final, over, symmetry, p.original, cfg.n_layer, cfg.n_head, cfg.d_model, p.top_pairs, rmsnorm)
     j.write_json(j.output.metrics, summary)

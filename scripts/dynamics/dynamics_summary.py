@@ -12,8 +12,8 @@ with job(snakemake) as j:
     for seed, checkpoints, heads in zip(p.seeds, inp.checkpoints, inp.heads, strict=True):
         curves = load_curves(checkpoints, heads, cfg.n_layer, cfg.n_head, cfg.block_size)
         per_seed[seed] = s = seed_summary(curves, cfg.n_layer, p.batch_size * cfg.block_size, settings)
-        j.log.info("seed %d: window %.0f-%.0f (peak %d), best head block %d head %d (prefix matching %.3f), "
-                   "IE/KL phases %s", seed, s["window"]["start"], s["window"]["end"], s["window"]["peak"],
+        j.log.info("seed %d: window %.0f-%.0f (peak %d), best head block %d head %d (0-based; prefix matching "
+                   "%.3f), IE/KL phases %s", seed, s["window"]["start"], s["window"]["end"], s["window"]["peak"],
                    s["best_head"]["block"], s["best_head"]["head"], s["best_head"]["prefix_matching"],
                    [i for i in (1, 2, 3) if s["ie_kl"][f"phase_{i}"]])
     j.write_json(j.output.summary, summarize(per_seed, p.original, settings, p.repeat_length, p.repeat_copies))

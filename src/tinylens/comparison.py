@@ -163,14 +163,14 @@ def _hellinger_rows() -> list[Row]:
             at("paper_prompts", "paper_values", stat), at("heldout", "approximation", stat),
             spread=Test("means", (published.HELLINGER["std"], published.HELLINGER_PROMPTS), at("paper_prompts", "paper_values"))
             if stat == "mean" else NO_SPREAD, headline=stat in ("mean", "std"),
-            needs=DATA | {"prompts"} if stat in ("min", "max") else DATA,
+            needs=MODEL | DATA | {"prompts"} if stat in ("min", "max") else MODEL | DATA,
             note="like-for-like: the paper's prompts, thresholds and weights, in-sample; own: held-out evaluation "
                  "prompts, thresholds and weights tuned on the held-out tuning prompts"))
     rows.append(Row(
         "hellinger_mean_tuned_values", "§6", "approximation vs model, mean H, our tuned values on the paper's prompts",
         published.HELLINGER["mean"], at("paper_prompts", "approximation", "mean"), at("corpus", "approximation", "mean"),
         spread=Test("means", (published.HELLINGER["std"], published.HELLINGER_PROMPTS), at("paper_prompts", "approximation")),
-        headline=True, needs=DATA,
+        headline=True, needs=MODEL | DATA,
         note="for reference: the paper's prompts with the values tuned on the corpus mode's tuning prompts; own: the "
              "corpus mode's evaluation prompts"))
     for seed, (mean, std) in published.ALTERNATES.items():
@@ -178,11 +178,11 @@ def _hellinger_rows() -> list[Row]:
             f"alternate_{seed}_mean", "§6", f"seed {seed} vs the original, mean H", mean,
             at("paper_prompts", "alternates", seed, "mean"), at("heldout", "alternates", seed, "mean"),
             spread=Test("means", (std, published.HELLINGER_PROMPTS), at("paper_prompts", "alternates", seed)), headline=True,
-            needs=DATA,
+            needs=MODEL | DATA,
             note="like-for-like: the paper's prompts; own: the held-out evaluation prompts"))
         rows.append(Row(
             f"alternate_{seed}_std", "§6", f"seed {seed} vs the original, std of H", std,
-            at("paper_prompts", "alternates", seed, "std"), at("heldout", "alternates", seed, "std"), needs=DATA))
+            at("paper_prompts", "alternates", seed, "std"), at("heldout", "alternates", seed, "std"), needs=MODEL | DATA))
     return rows
 
 
@@ -693,10 +693,15 @@ def findings(documents: Mapping[str, object]) -> list[str]:
     rows = {r["id"]: r for r in get(doc, "rows")}
     mean = rows.get("hellinger_mean")
     if mean and mean["verdict"] in ("consistent", "differs"):
-        word = "differs from" if mean["verdict"] == "differs" else "is consistent with"
+        word = "differs from" if mean["verdict"] == "differs" else "is no different from"
         out.append(f"The like-for-like mean Hellinger distance, {num(mean['like_for_like'])}, {word} the paper's "
                    f"{num(mean['paper'])} (difference {num(mean['difference'], 2)}, 95% interval "
                    f"{num(mean['ci_low'], 2)} to {num(mean['ci_high'], 2)}, p = {num(mean['p_value'], 2)}).")
+    elif mean and mean["verdict"] == "not comparable" and mean.get("like_for_like") is not None:
+        # the same prompts, thresholds and weights as the paper's, on a different model: a description, no test
+        out.append(f"On the paper's own prompts with its thresholds and weights, this run's model is approximated to a "
+                   f"mean Hellinger distance of {num(mean['like_for_like'])}, the paper's model to {num(mean['paper'])}: "
+                   "two different models on the same prompts, so no verdict on the paper's number.")
     differing = [r for r in rows.values() if r["verdict"] == "differs" and r["id"] != "hellinger_mean"]
     if differing:
         out.append("Differing: " + "; ".join(f"{r['quantity']} ({num(r['like_for_like'])} against "

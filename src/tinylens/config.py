@@ -128,6 +128,15 @@ def _preset_problems(name: str, preset: Mapping[str, Any]) -> list[str]:
             problems.append(
                 f"config key '{key}.train.checkpoints.first' ({first}) must be below seed {seed}'s last step "
                 f"({final}, '{key}.train.final_step_by_seed.{seed}')")
+    variant_phases = preset.get("variants", {}).get("phases")
+    if variant_phases:
+        ends_v = [p["until"] for p in variant_phases]
+        if ends_v != sorted(set(ends_v)):
+            problems.append(f"config key '{key}.variants.phases': 'until' must strictly increase, got {ends_v}")
+        if first >= ends_v[-1]:
+            problems.append(
+                f"config key '{key}.train.checkpoints.first' ({first}) must be below the variants' last step "
+                f"({ends_v[-1]}, '{key}.variants.phases')")
     n = analysis["n_prompts"]
     n_tune = int(round(analysis["tune_fraction"] * n))
     if not 0 < n_tune < n:
@@ -380,6 +389,15 @@ def seed_train_settings(train: Mapping[str, Any], seed: int) -> dict[str, Any]:
         # Checkpoints stay log-spaced to the preset's last step, so that every seed is measured at the
         # same steps (training dynamics); the seed's own phase ends are added.
         settings["checkpoints"] = {**train["checkpoints"], "shared_until": train["phases"][-1]["until"]}
+    return settings
+
+
+def variant_train_settings(train: Mapping[str, Any], variants: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """The training settings of the variant models (method.md §14): the original ``seed``'s
+    (:func:`seed_train_settings`), with the variants' own ``phases`` where the preset gives them."""
+    settings = seed_train_settings(train, seed)
+    if variants.get("phases"):
+        settings = {**settings, "phases": list(variants["phases"])}
     return settings
 
 

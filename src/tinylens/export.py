@@ -77,8 +77,8 @@ def bridge_config(cfg: ModelConfig) -> dict[str, Any]:
         "d_vocab": cfg.vocab_size,
         "d_mlp": 4 * cfg.d_model,
         "act_fn": "relu",
-        "normalization_type": "LN",
-        "eps": 1e-5,  # torch.nn.LayerNorm's default, which model.py uses
+        "normalization_type": "RMS" if cfg.norm == "rmsnorm" else "LN",
+        "eps": 1e-5,  # torch.nn.LayerNorm's default, which model.py uses (and gives its RMSNorm)
         "positional_embedding_type": "standard",
         "architecture": "TransformerLensNative",
         "model_name": "tinylens",
@@ -97,7 +97,8 @@ def legacy_state_dict(model: Transformer) -> dict[str, Tensor]:
     :func:`tinylens.interventions.head_weights`), ``W_in [d_model d_mlp]``,
     ``W_out [d_mlp d_model]``, ``W_U [d_model vocab]``; ``b_Q/b_K/b_V`` are zero (our
     ``qkv`` has no bias). The scores' ``1/sqrt(d_head)`` is not folded into any weight:
-    TransformerLens applies it, as our attention does.
+    TransformerLens applies it, as our attention does. An RMSNorm model's norms have a gain and no bias
+    (TransformerLens's ``RMS``); a tied model's ``W_U`` is its ``W_E`` transposed.
     """
     cfg = model.config
     s = {k: v.detach().to("cpu", torch.float32) for k, v in model.state_dict().items()}
@@ -107,7 +108,6 @@ def legacy_state_dict(model: Transformer) -> dict[str, Tensor]:
         p, heads = f"blocks.{b}.", head_weights(model, b)
         out |= {
             p + "ln1.w": s[p + "ln1.weight"],
-            p + "ln1.b": s[p + "ln1.bias"],
             p + "attn.W_Q": heads.W_Q.float(),
             p + "attn.W_K": heads.W_K.float(),
             p + "attn.W_V": heads.W_V.float(),
@@ -117,7 +117,6 @@ def legacy_state_dict(model: Transformer) -> dict[str, Tensor]:
             p + "attn.b_V": zero_bias.clone(),
             p + "attn.b_O": heads.b_O.float(),
             p + "ln2.w": s[p + "ln2.weight"],
-            p + "ln2.b": s[p + "ln2.bias"],
             p + "mlp.W_in": s[p + "ffwd.net.0.weight"].T,
             p + "mlp.b_in": s[p + "ffwd.net.0.bias"],
             p + "mlp.W_out": s[p + "ffwd.net.2.weight"].T,
@@ -125,10 +124,12 @@ def legacy_state_dict(model: Transformer) -> dict[str, Tensor]:
         }
     out |= {
         "ln_final.w": s["ln_f.weight"],
-        "ln_final.b": s["ln_f.bias"],
         "unembed.W_U": s["lm_head.weight"].T,
         "unembed.b_U": s["lm_head.bias"],
     }
+    if cfg.norm == "layernorm":  # RMSNorm has no bias
+        out |= {f"blocks.{b}.{ln}.b": s[f"blocks.{b}.{ln}.bias"] for b in range(cfg.n_layer) for ln in ("ln1", "ln2")}
+        out["ln_final.b"] = s["ln_f.bias"]
     return {k: v.contiguous() for k, v in out.items()}
 
 

@@ -5,9 +5,6 @@ torch tensors (returning the same kind). Distributions are computed in
 float64: the analyses compare distances down to 1e-3.
 
 >>> import numpy as np
-
-if TYPE_CHECKING:
-    import torch
 >>> float(hellinger(np.array([1.0, 0.0]), np.array([0.0, 1.0])))
 1.0
 >>> float(kl_divergence(np.array([0.5, 0.5]), np.array([0.5, 0.5])))
@@ -21,6 +18,8 @@ import sys
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+
+from tinylens.wording import LEVEL  # the one level of every verdict (the ground floor)
 
 if TYPE_CHECKING:  # torch is imported inside the functions that use it: jobs that only read tables skip it
     import torch
@@ -279,3 +278,80 @@ def paired_difference(a, b, level: float = 0.95) -> dict[str, float | int]:
 
     return {"mean_difference": r(mean), "standard_error": r(se), "ci_low": r(mean - half), "ci_high": r(mean + half),
             "t": None if t is None else r(t), "p": r(p), "n": n, "level": level}
+
+
+# --- tests whose verdict and numbers come from one record (tinylens.wording words them) ----------------------
+
+
+
+def _direction(estimate: float, null: float, p: float | None, level: float = LEVEL) -> str:
+    """``above``/``below`` the null when the test rejects it at ``level``, else ``same``."""
+    if p is None or not math.isfinite(p) or p >= level:
+        return "same"
+    return "above" if estimate > null else "below"
+
+
+def mean_test(values, null: float = 0.0, level: float = LEVEL) -> dict:
+    """The one-sample t-test of the mean of ``values`` against ``null`` (on per-unit differences: the paired
+    t-test): mean, standard error, n, the ``1 - level`` interval of the mean (t quantile, n - 1 degrees of
+    freedom), t, the two-sided p, and ``direction`` (``above``/``below`` the null when p < level, else
+    ``same``): the interval excludes the null exactly when p < level. Fewer than two values, or no spread
+    with the mean at the null: p None, direction ``same``."""
+    from scipy import stats
+
+    v = np.asarray(values, dtype=np.float64).ravel()
+    v = v[np.isfinite(v)]
+    n = len(v)
+    out = {"test": "t", "n": n, "null": null, "mean": float(v.mean()) if n else None}
+    if n < 2:
+        return {**out, "se": None, "ci95": None, "t": None, "p": None, "direction": "same"}
+    mean, se = float(v.mean()), standard_error(v)
+    if se == 0:
+        p = 1.0 if mean == null else 0.0
+        return {**out, "se": 0.0, "ci95": [mean, mean], "t": None, "p": p, "direction": _direction(mean, null, p, level)}
+    t = (mean - null) / se
+    p = float(2 * stats.t.sf(abs(t), n - 1))
+    half = float(stats.t.ppf(1 - level / 2, n - 1)) * se
+    return {**out, "se": se, "ci95": [mean - half, mean + half], "t": t, "p": p,
+            "direction": _direction(mean, null, p, level)}
+
+
+def share_test(successes: int, n: int, null: float = 0.5, level: float = LEVEL) -> dict:
+    """The sign test of a share ``successes / n`` against ``null``: the share, its Wilson interval, the score
+    test's z and two-sided p (the Wilson interval is that test inverted, so it excludes the null exactly when
+    p < level), and ``direction`` (``above``/``below``/``same``)."""
+    from scipy import stats
+
+    out = {"test": "sign", "successes": int(successes), "n": int(n), "null": null,
+           "share": successes / n if n else None}
+    if n == 0:
+        return {**out, "ci95": None, "z": None, "p": None, "direction": "same"}
+    z_level = float(stats.norm.ppf(1 - level / 2))
+    z = (successes / n - null) / math.sqrt(null * (1 - null) / n)
+    p = float(2 * stats.norm.sf(abs(z)))
+    return {**out, "ci95": list(wilson_interval(successes, n, z_level)), "z": z, "p": p,
+            "direction": _direction(successes / n, null, p, level)}
+
+
+def ratio_test(numerators, denominators, null: float, draws: int = 2000, seed: int = 0,
+               level: float = LEVEL) -> dict:
+    """A share of a total, ``sum(numerators) / sum(denominators)`` over units (features, prompts), against
+    ``null``, by the bootstrap over units: the ratio, the percentile ``1 - level`` interval of ``draws``
+    resamples, the two-sided bootstrap p (twice the smaller share of resamples on either side of the null, counted
+    as (k + 1) / (draws + 1), so the interval excludes the null when p < level, up to one resample) and
+    ``direction``."""
+    num, den = np.asarray(numerators, dtype=np.float64), np.asarray(denominators, dtype=np.float64)
+    if num.shape != den.shape or num.ndim != 1:
+        raise ValueError(f"numerators and denominators must be 1-D of one length, got {num.shape} and {den.shape}")
+    out = {"test": "bootstrap", "units": len(num), "draws": draws, "null": null}
+    if len(num) == 0 or den.sum() <= 0:
+        return {**out, "ratio": None, "ci95": None, "p": None, "direction": "same"}
+    ratio = float(num.sum() / den.sum())
+    pick = np.random.default_rng(seed).integers(0, len(num), size=(draws, len(num)))
+    sums = den[pick].sum(1)
+    boot = np.where(sums > 0, num[pick].sum(1) / np.where(sums > 0, sums, 1.0), np.nan)
+    boot = boot[np.isfinite(boot)]
+    lo, hi = (float(x) for x in np.percentile(boot, [100 * level / 2, 100 * (1 - level / 2)]))
+    # (k + 1) / (draws + 1) on each side: never 0, however far the null lies outside every resample
+    p = float(min(1.0, 2 * (min(np.sum(boot <= null), np.sum(boot >= null)) + 1) / (len(boot) + 1)))
+    return {**out, "ratio": ratio, "ci95": [lo, hi], "p": p, "direction": _direction(ratio, null, p, level)}

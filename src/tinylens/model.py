@@ -7,6 +7,10 @@ Decoder-only, pre-LayerNorm, modules in the order data flows through them::
                      x = x + sa_out + ffwd_out
     logits = lm_head(ln_f(x))
 
+Two options make the variant models of method.md §14 (``ModelConfig``): ``tie_embeddings``, the unembedding
+sharing the token embedding's weight (source 001's premise), and ``norm = "rmsnorm"``, RMSNorm in place of
+every LayerNorm (source 003's setting). Both default to the paper's model.
+
 The query/key/value maps of all heads are fused into one bias-free
 ``Linear(d_model, 3 * d_model)``: the same parameters and the same maths as
 one ``Linear(d_model, d_head)`` per head (``tinylens.reference`` holds that
@@ -111,14 +115,22 @@ class FeedForward(nn.Module):
         return self.net(x)
 
 
+def make_norm(cfg: ModelConfig) -> nn.Module:
+    """The model's normalisation layer: ``LayerNorm(d_model)`` or, for ``norm = "rmsnorm"``,
+    ``RMSNorm(d_model)`` (gain only, the same eps)."""
+    if cfg.norm == "rmsnorm":
+        return nn.RMSNorm(cfg.d_model, eps=1e-5)
+    return nn.LayerNorm(cfg.d_model)
+
+
 class Block(nn.Module):
     """``out = x + sa_out + ffwd_out`` with ``sa_out = sa(ln1(x))``, ``ffwd_out = ffwd(ln2(x + sa_out))``."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.ln1 = make_norm(cfg)
         self.sa = CausalSelfAttention(cfg)
-        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.ln2 = make_norm(cfg)
         self.ffwd = FeedForward(cfg)
 
     def forward(self, x: Tensor, hook: Hook | None = None, name: str = "") -> Tensor:
@@ -149,8 +161,10 @@ class Transformer(nn.Module):
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.ln_f = make_norm(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size)
+        if cfg.tie_embeddings:  # one parameter, read by both (its init is the embedding's: normal(0, 0.02))
+            self.lm_head.weight = self.tok_emb.weight
         self.apply(self._init_weights)
 
     @staticmethod
@@ -161,7 +175,12 @@ class Transformer(nn.Module):
             nn.init.zeros_(module.bias)
 
     def n_params(self) -> int:
+        """Parameters, each counted once (a tied unembedding is the embedding)."""
         return sum(p.numel() for p in self.parameters())
+
+    def tied_weights(self) -> dict[str, str]:
+        """State-dict keys that name another key's tensor: ``{"lm_head.weight": "tok_emb.weight"}`` when tied."""
+        return {"lm_head.weight": "tok_emb.weight"} if self.config.tie_embeddings else {}
 
     def embed(self, idx: Tensor) -> Tensor:
         """idx: [batch pos] token ids -> [batch pos d_model]."""

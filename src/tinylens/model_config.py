@@ -34,9 +34,21 @@ VECTOR_KINDS = ACTIVATION_KINDS[:3]
 FILE_NAMES = {"d_model": "n_embed"}
 
 
+#: The normalisation layers a model can use (method.md §1; §14 for the variant): LayerNorm (centre, divide by the
+#: standard deviation, gain and bias), as the paper's model, or RMSNorm (divide by the root mean square, gain only).
+NORMS = ("layernorm", "rmsnorm")
+#: The options of a variant model and their defaults, the paper's model (method.md §14): ``config.json`` names an
+#: option only where a model differs from its default, so every model written before keeps its exact file.
+VARIANT_DEFAULTS = {"tie_embeddings": False, "norm": "layernorm"}
+#: The variant models a preset may train (``variants.models``), each the original with one option changed.
+VARIANT_OPTIONS = {"tied": {"tie_embeddings": True}, "rmsnorm": {"norm": "rmsnorm"}}
+
+
 @dataclass(frozen=True)
 class ModelConfig:
-    """Shape of the model. ``paper`` values are method.md §1."""
+    """Shape of the model. ``paper`` values are method.md §1. ``tie_embeddings``: the unembedding ``lm_head``
+    shares its weight with the token embedding (its bias stays its own); ``norm``: one of :data:`NORMS` for
+    ``ln1``, ``ln2`` and ``ln_f`` (method.md §14)."""
 
     vocab_size: int = 65
     block_size: int = 256
@@ -44,20 +56,28 @@ class ModelConfig:
     n_layer: int = 6
     n_head: int = 6
     dropout: float = 0.2
+    tie_embeddings: bool = False
+    norm: str = "layernorm"
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_head:
             raise ValueError(
                 f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})"
             )
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, not {self.norm!r}")
+        if not isinstance(self.tie_embeddings, bool):
+            raise ValueError(f"tie_embeddings must be true or false, not {self.tie_embeddings!r}")
 
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_head
 
     def to_dict(self) -> dict[str, object]:
-        """The fields as ``config.json`` writes them (:data:`FILE_NAMES`), in their order."""
-        return file_form(asdict(self))
+        """The fields as ``config.json`` writes them (:data:`FILE_NAMES`), in their order; a variant option
+        (:data:`VARIANT_DEFAULTS`) only where it differs from its default."""
+        return file_form({k: v for k, v in asdict(self).items()
+                          if k not in VARIANT_DEFAULTS or v != VARIANT_DEFAULTS[k]})
 
     @classmethod
     def from_dict(cls, values: Mapping[str, object], source: str = "model config") -> ModelConfig:
@@ -65,11 +85,11 @@ class ModelConfig:
         is unknown or missing."""
         names = {FILE_NAMES.get(f.name, f.name) for f in fields(cls)}
         unknown = sorted(set(values) - names)
-        missing = sorted(names - set(values))
+        missing = sorted(names - set(values) - set(VARIANT_DEFAULTS))  # an option left out is its default
         if unknown or missing:
             raise ValueError(
                 f"{source}: unknown keys {unknown} / missing keys {missing}; "
-                f"expected exactly {sorted(names)}"
+                f"expected exactly {sorted(names - set(VARIANT_DEFAULTS))}, and optionally {sorted(VARIANT_DEFAULTS)}"
             )
         field_names = {file: name for name, file in FILE_NAMES.items()}
         return cls(**{field_names.get(k, k): v for k, v in values.items()})  # type: ignore[arg-type]

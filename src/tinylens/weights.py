@@ -22,8 +22,10 @@ _REMEDY = "rerun the train rule (snakemake --forcerun train_model) or restore it
 
 
 def state_dict_for_saving(model: Transformer) -> dict[str, torch.Tensor]:
-    """Contiguous CPU copies, as safetensors requires."""
-    return {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+    """Contiguous CPU copies, as safetensors requires; a tied weight once, under the key it is owned by
+    (:meth:`Transformer.tied_weights`: safetensors refuses two names for one tensor)."""
+    tied = model.tied_weights()
+    return {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items() if k not in tied}
 
 
 def canonical_safetensors(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> bytes:
@@ -83,7 +85,8 @@ def load_state(path: str | Path) -> dict[str, torch.Tensor]:
 def load_weights(model: Transformer, path: str | Path) -> Transformer:
     """Load ``path`` into ``model`` after checking names and shapes match exactly."""
     state = load_state(path)
-    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    tied = model.tied_weights()
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items() if k not in tied}
     found = {k: tuple(v.shape) for k, v in state.items()}
     problems = [f"missing {k} {s}" for k, s in expected.items() if k not in found]
     problems += [f"unexpected {k} {s}" for k, s in found.items() if k not in expected]
@@ -98,7 +101,7 @@ def load_weights(model: Transformer, path: str | Path) -> Transformer:
             f"weights file {path} does not fit its model config {model.config}: {shown}. "
             f"Is the config.json beside it from another run? {_REMEDY}"
         )
-    model.load_state_dict(state)
+    model.load_state_dict({**state, **{alias: state[owner] for alias, owner in tied.items()}})
     return model
 
 

@@ -1,4 +1,4 @@
-"""Seed 001's convex-hull reading of attention, in a testable form (method.md §10).
+"""Source 001's convex-hull reading of attention, in a testable form (method.md §10).
 
 The reading: attention moves a token's state towards a weighted mean of value vectors, so that the
 next token's state is about ``V^T A_t`` (head by head: ``m_t = sum_j A_tj v_j``, a point of the

@@ -13,7 +13,7 @@ import numpy as np
 
 from tinylens.attention.schemas import EIGEN_AGREEMENT, WEIGHTINGS
 from tinylens.measures import standard_error
-from tinylens.wording import get, num, percent
+from tinylens.wording import block, get, num, percent, stated
 
 #: What the sources say each measurement should show.
 SOURCE_CLAIMS = {
@@ -25,6 +25,8 @@ SOURCE_CLAIMS = {
                     "embedding. Tuned lens (Belrose et al. 2023): the tuned lens has lower KL to the final "
                     "distribution than the logit lens at every depth.",
     "probes": "001: context-pooled features that a linear classifier separates are evidence of attractors.",
+    "tied": "001: the final state points at the next token's embedding, a premise that holds only where the "
+            "unembedding is the embedding (tied): the paper's models and ours are untied.",
     "convex_hull": "001: attention moves each token's state towards a weighted mean of value vectors, so the next "
                    "token's state is about V^T A_t, inside the convex hull of the values, with "
                    "(S - A)^T V V^T (S - A) as its potential.",
@@ -104,24 +106,27 @@ def summarize_probes(columns: Mapping[str, Sequence]) -> dict:
             "best_logistic_z_vs_shuffled": z}
 
 
-def family_metrics(seed: int, spectra: Mapping, trajectories: Mapping, probes: Mapping, hull: Mapping) -> dict:
+def family_metrics(seed: int, spectra: Mapping, trajectories: Mapping, probes: Mapping, hull: Mapping,
+                   alignment: Mapping | None = None) -> dict:
     """metrics/attention.json: each part's summary with the source's claim beside it; ``hull``:
-    :func:`summarize_hull`."""
+    :func:`summarize_hull`; ``alignment``: the final state against the next token's embedding row in the original
+    and the tied variant (rule next_token_alignment), where the preset trains the variant."""
     return {
         "seed": seed,
-        "depth_convention": "depth 0 = embedding output, depth d = output of block d (1-based blocks); "
+        "depth_convention": "depth 0 = embedding output, depth d = output of block d (blocks counted from 1); "
                             "blocks and heads in head entries are 0-based",
         "spectra": {**spectra, "source": SOURCE_CLAIMS["spectra"]},
         "odds_ratio_source": SOURCE_CLAIMS["odds_ratio"],
         "trajectories": {**trajectories, "source": SOURCE_CLAIMS["trajectories"]},
         "probes": {**probes, "source": SOURCE_CLAIMS["probes"]},
         "convex_hull": {**hull, "source": SOURCE_CLAIMS["convex_hull"]},
+        **({"tied_embeddings": {**alignment, "source": SOURCE_CLAIMS["tied"]}} if alignment is not None else {}),
     }
 
 
 def findings(documents: Mapping) -> list[str]:
-    """The family's sentences of the run's findings (tinylens.findings). Heads 0-based (block and head), as in
-    the tables. ``documents``: ``attention`` (metrics/attention.json)."""
+    """The family's sentences of the run's findings (tinylens.findings). Blocks and heads counted from 1 (the
+    metrics' head entries count from 0). ``documents``: ``attention`` (metrics/attention.json)."""
     doc = documents["attention"]
     depths = get(doc, "trajectories", "per_depth")
     last = depths[-2] if len(depths) > 1 else depths[-1]  # the last block before the final state
@@ -129,18 +134,21 @@ def findings(documents: Mapping) -> list[str]:
     better = sum(get(d, "tuned_kl_mean") < get(d, "logit_kl_mean") for d in depths[:-1])
     out = [f"The tuned lens is closer to the final distribution than the logit lens at {better} of {len(depths) - 1} "
            f"depths (mean KL {num(get(first, 'tuned_kl_mean'), 2)} against {num(get(first, 'logit_kl_mean'), 2)} nats at "
-           f"the embedding, {num(get(last, 'tuned_kl_mean'), 2)} against {num(get(last, 'logit_kl_mean'), 2)} at depth "
-           f"{get(last, 'depth')})."]
+           f"the embedding, {num(get(last, 'tuned_kl_mean'), 2)} against {num(get(last, 'logit_kl_mean'), 2)} after "
+           f"block {get(last, 'depth')})."]
     final = depths[-1]
     vocab = get(doc, "trajectories", "vocab_size")
     out.append(f"The final state points at the next token's unembedding row (mean cosine "
                f"{num(get(final, 'cos_unembed_mean'), 2)}, mean rank {num(get(final, 'cos_unembed_rank_mean'), 2)} of "
-               f"{vocab}) more than at its input embedding ({num(get(final, 'cos_embed_mean'), 2)}, rank "
+               f"{vocab}), not at its input embedding row (mean cosine {num(get(final, 'cos_embed_mean'), 2)}, mean rank "
                f"{num(get(final, 'cos_embed_rank_mean'), 2)}; chance {num((vocab + 1) / 2, 2)}).")
+    tied = doc.get("tied_embeddings") if isinstance(doc, dict) else None
+    if tied is not None:
+        out.append(_tied_sentence(tied))
     most = get(doc, "spectra", "most_self_attention", 0)
     slowest = get(doc, "spectra", "absorption", "slowest")
-    out.append(f"The most self-attending head is block {get(most, 'block')}, head {get(most, 'head')} (mean diagonal "
-               f"{num(get(most, 'diag_mean'), 2)}); the backward walk is half absorbed after a median "
+    out.append(f"The most self-attending head is block {block(get(most, 'block'))}, head {block(get(most, 'head'))} "
+               f"(mean diagonal {num(get(most, 'diag_mean'), 2)}); the backward walk is half absorbed after a median "
                f"{num(get(doc, 'spectra', 'absorption', 'half_absorption_median'), 3)} steps, the slowest head after "
                f"{num(slowest['half_absorption_mean'], 3)}.")
     best = get(doc, "probes", "best_logistic")
@@ -148,17 +156,37 @@ def findings(documents: Mapping) -> list[str]:
     z = get(doc, "probes", "best_logistic_z_vs_shuffled")
     verdict = ("above the shuffled-label control by more than two of its standard deviations" if z > 2 else
                "not above the shuffled-label control by two of its standard deviations")
-    out.append(f"The best speaker probe reaches a balanced accuracy of {percent(get(best, 'balanced_accuracy'))} at "
-               f"depth {get(doc, 'probes', 'best_logistic_depth')} (chance {percent(get(chance, 'balanced_accuracy'))}): "
+    depth = get(doc, "probes", "best_logistic_depth")  # 0: the embedding, d: after block d
+    where = "at the embedding" if depth == 0 else f"after block {depth}"
+    out.append(f"The best speaker probe reaches a balanced accuracy of {percent(get(best, 'balanced_accuracy'))} {where} "
+               f"(chance {percent(get(chance, 'balanced_accuracy'))}): "
                f"{verdict} (z = {num(z, 2)}, the best of the depths, so an upper bound).")
     hull = doc.get("convex_hull") if isinstance(doc, dict) else None
     if hull is not None:
         counts = get(hull, "verdicts", "shuffled")
-        out.append(f"Seed 001's convex-hull reading (the attention-weighted mean of a head's values nearer the next "
+        out.append(f"Source 001's convex-hull reading (the attention-weighted mean of a head's values nearer the next "
                    f"position's value than with shuffled attention, by 1.96 standard errors over windows) holds for "
                    f"{counts['holds']} of {get(hull, 'n_heads')} heads, fails for {counts['fails']}, and cannot be told "
                    f"for {counts['undecided']}.")
     return out
+
+
+def _tied_sentence(tied: Mapping) -> str:
+    """Source 001's premise in the untied original and the tied variant: the cosine against 0, the rank against
+    chance, each with its test."""
+    def part(name: str) -> str:
+        e = get(tied, "models", name, "cos_embed")
+        angle = math.degrees(math.acos(max(-1.0, min(1.0, get(e, "cosine", "mean")))))
+        return (f"the cosine is {stated(get(e, 'cosine'), 'above 0', 'below 0', 'no different from 0')}, an angle of "
+                f"{num(angle, 3)} degrees, and the mean rank "
+                f"{stated(get(e, 'rank'), 'above chance', 'below chance', 'no different from chance')}")
+
+    chance = get(tied, "models", "untied", "chance_rank")
+    return ("Source 001's premise that the final state points at the next token's embedding presumes tied "
+            f"embeddings, and our models are untied; between the final state and the next token's embedding row "
+            f"(t-tests over {num(get(tied, 'models', 'untied', 'positions'))} validation positions; chance rank "
+            f"{num(chance, 2)} of {get(tied, 'models', 'untied', 'vocab_size')}), in the untied model (seed 1337) "
+            + part("untied") + "; in the tied variant (seed 1337, trained as the original) " + part("tied") + ".")
 
 
 def paired(real: np.ndarray, baseline: np.ndarray) -> dict:

@@ -141,3 +141,27 @@ def depth_summary(columns: dict[str, np.ndarray]) -> list[dict[str, float]]:
                     f"{name}_rank_mean": float(columns[f"{name}_rank"][sel].mean())}
         rows.append(row)
     return rows
+
+
+def final_state_alignment(model: Transformer, windows: Tensor) -> dict[str, np.ndarray]:
+    """Source 001's premise, on every position of ``windows`` ``[sequences pos+1]``: the final state (the input of
+    ``ln_f``) against its next token's row of the token embedding and of the unembedding (the same row when the
+    model ties them): the cosine and its 1-based rank among all rows, one value per position."""
+    tokens, targets = windows[:, :-1], windows[:, 1:]
+    with torch.no_grad():
+        final = depth_residuals(model, tokens)[-1]
+        cos_e, rank_e = next_token_cosines(final, model.tok_emb.weight, targets)
+        cos_u, rank_u = next_token_cosines(final, model.lm_head.weight, targets)
+    return {k: v.cpu().numpy().ravel() for k, v in
+            {"cos_embed": cos_e, "cos_embed_rank": rank_e, "cos_unembed": cos_u, "cos_unembed_rank": rank_u}.items()}
+
+
+def alignment_summary(columns: dict[str, np.ndarray], vocab_size: int) -> dict:
+    """The premise's tests over positions: the mean cosine with the next token's embedding row against 0, and
+    its mean rank against chance, (vocab + 1) / 2 (:func:`tinylens.measures.mean_test`); the same for the
+    unembedding row beside them."""
+    chance = (vocab_size + 1) / 2
+    return {"positions": len(columns["cos_embed"]), "vocab_size": vocab_size, "chance_rank": chance,
+            **{name: {"cosine": measures.mean_test(columns[name], 0.0),
+                      "rank": measures.mean_test(columns[f"{name}_rank"].astype(np.float64), chance)}
+               for name in ("cos_embed", "cos_unembed")}}

@@ -33,7 +33,7 @@ def make_composition_heatmaps(scores: pl.DataFrame, n_layer: int, n_head: int) -
     scores = with_excess(scores)
     n = n_layer * n_head
     fig, axes = plt.subplots(len(KINDS), len(VARIANTS), figsize=(3.6 * len(VARIANTS), 3.3 * len(KINDS)), squeeze=False)
-    labels = [f"{layer}.{head}" for layer in range(n_layer) for head in range(n_head)]
+    labels = [f"{layer + 1}.{head + 1}" for layer in range(n_layer) for head in range(n_head)]  # from 1, for people
     step = max(1, n // 12)
     for j, (basis, layernorm) in enumerate(VARIANTS):
         for i, kind in enumerate(KINDS):
@@ -143,7 +143,7 @@ def make_composition_over_training(over: dict[int, pl.DataFrame], original: int,
             pairs = curves[variant_name(basis, layernorm)]
             for p_i, p in enumerate(pairs):
                 (line,) = ax.plot(p["steps"], p["scores"], marker=".", ms=3, lw=1.2, color=f"C{p_i}",
-                                  label=f"{p['pair']} (formed {p['formed_at']})")
+                                  label=f"{people_pair(p['pair'])} (formed {p['formed_at']})")
                 if p["formed_at"] is not None:
                     k = p["steps"].index(p["formed_at"])
                     ax.plot([p["formed_at"]], [p["scores"][k]], "o", ms=6, mfc="none", color=line.get_color())
@@ -173,6 +173,11 @@ def make_composition_over_training(over: dict[int, pl.DataFrame], original: int,
 
 
 
+def people_pair(label: str) -> str:
+    """A pair label of the metrics (``"0.1 -> 2.3"``, layer.head from 0) as people read it, from 1 (``"1.2 -> 3.4"``)."""
+    return " -> ".join(".".join(str(int(x) + 1) for x in side.split(".")) for side in label.split(" -> "))
+
+
 def make_composition_across_seeds(scores: pl.DataFrame, original: int, n_layer: int, across: dict) -> Figure:
     """Per seed, the largest excess over heads of each layer pair (head labels differ between seeds)."""
     seeds = sorted(scores["seed"].unique().to_list(), key=lambda s: (s != original, s))
@@ -191,8 +196,8 @@ def make_composition_across_seeds(scores: pl.DataFrame, original: int, n_layer: 
                 f"tau {entry['alternates'][str(seed)]['kendall_tau_layer_pairs']:.2f}, " \
                 f"shared {entry['alternates'][str(seed)]['shared_strongest']}"
             ax.set_title(f"seed {seed}: {kind}, {basis}\n{note}", fontsize=7)
-            ax.set_xticks(range(n_layer))
-            ax.set_yticks(range(n_layer))
+            ax.set_xticks(range(n_layer), [str(b + 1) for b in range(n_layer)])  # layers from 1, for people
+            ax.set_yticks(range(n_layer), [str(b + 1) for b in range(n_layer)])
             ax.tick_params(labelsize=6)
             if i == len(rows) - 1:
                 ax.set_xlabel("layer of B", fontsize=7)

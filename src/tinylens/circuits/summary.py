@@ -63,13 +63,43 @@ def symmetry_digest(summary: dict[str, dict]) -> dict[str, dict]:
 SYMMETRY_NOT_RUN = "the symmetry test runs on our own models only (it transforms and reruns their modules)"
 
 
+def rmsnorm_section(result: dict) -> dict:
+    """The RMSNorm variant's symmetry test (rule rmsnorm_symmetry) read as source 003's claims: which T leave the
+    real model unchanged (every rotation and, up to eps, a scaling are expected; a general T is not), and the
+    near-symmetries: the maps whose mean KL stays within ``max_kl`` and, of them, the one whose residual-basis
+    ranking moves most (the claim holds when its Kendall tau falls to ``max_tau`` or below)."""
+    digest = result["transforms"]
+    survivors = [t for t, e in digest.items() if e["real_model_survives"]]
+    up_to_eps = [t for t, e in digest.items() if e["real_model_survives_without_eps"] and t not in survivors]
+    changed = [t for t in digest if t not in survivors + up_to_eps]
+    rotations = [t for t, e in digest.items() if e["orthogonal"]]
+    near = result["near_symmetries"]
+    small = [m for m in near["maps"] if m["kl_mean"] <= near["max_kl"]]
+    best = min(small, key=lambda m: m["kendall_tau_min"]) if small else None
+    return {
+        "norm": result["norm"],
+        "real_model_survives": survivors, "real_model_survives_up_to_eps": up_to_eps,
+        "real_model_changes": changed,
+        # every rotation survives, and a scaling (up to eps at most); nothing else does
+        "only_rotations_and_scalings_survive": set(rotations) <= set(survivors)
+        and set(survivors + up_to_eps) <= set(rotations) | {"scaling"} and "scaling" in survivors + up_to_eps,
+        "largest_survivor_logit_change": max((digest[t]["real_fold_max_logit_change"] for t in survivors), default=None),
+        "smallest_change_of_the_rest": min((digest[t]["real_fold_max_logit_change"] for t in changed), default=None),
+        "near_symmetries": {"maps": near["maps"], "max_kl": near["max_kl"], "max_tau": near["max_tau"],
+                            "within_max_kl": best,
+                            "holds": bool(best is not None and best["kendall_tau_min"] <= near["max_tau"])},
+        "transforms": digest,
+    }
+
+
 def summarize(final: pl.DataFrame, over_training: dict[int, pl.DataFrame], symmetry: dict[str, dict] | None,
-              original: int, n_layer: int, n_head: int, d_model: int, n: int) -> dict:
+              original: int, n_layer: int, n_head: int, d_model: int, n: int, rmsnorm: dict | None = None) -> dict:
     """metrics/circuits.json: top pairs of the original model with baselines, baselines, agreement
     across seeds, the symmetry test, and when the strongest K-composition pairs form.
 
     ``symmetry`` None (an external model): the same keys, ``symmetry`` empty and ``symmetry_result`` saying
-    the test was not run (:data:`SYMMETRY_NOT_RUN`)."""
+    the test was not run (:data:`SYMMETRY_NOT_RUN`). ``rmsnorm``: the RMSNorm variant's symmetry test (rule
+    rmsnorm_symmetry), where the preset trains it."""
     orig = final.filter(pl.col("seed") == original)
     baselines = {}
     for basis, layernorm in VARIANTS:
@@ -101,12 +131,14 @@ def summarize(final: pl.DataFrame, over_training: dict[int, pl.DataFrame], symme
         "over_training": {str(seed): {v: [{k: p[k] for k in CURVE_FREE} for p in pairs]
                                       for v, pairs in formation(df, n).items()}
                           for seed, df in over_training.items()},
+        **({"rmsnorm_variant": rmsnorm_section(rmsnorm)} if rmsnorm is not None else {}),
     }
 
 
 def findings(documents: dict) -> list[str]:
     """The family's sentences of the run's findings (tinylens.findings): which transformations leave the real
-    model unchanged, and how the residual-basis ranking moves under the rest. ``documents``: ``circuits``
+    model unchanged, how the residual-basis ranking moves under the rest (uniform scaling apart: it keeps every
+    order trivially), and source 003's claims on the RMSNorm variant. ``documents``: ``circuits``
     (metrics/circuits.json)."""
     doc = documents["circuits"]
     result = get(doc, "symmetry_result")
@@ -124,10 +156,47 @@ def findings(documents: dict) -> list[str]:
            f"kept) is unchanged by {', '.join(survive) or 'none'}"
            + (f", unchanged up to LayerNorm's eps by {', '.join(eps)}" if eps else "")
            + (f" and changed by {', '.join(changes)}" if changes else "") + "."]
-    general = {t: e for t, e in get(doc, "symmetry").items() if not get(e, "orthogonal")}
+    symmetry = get(doc, "symmetry")
+    general = {t: e for t, e in symmetry.items() if not get(e, "orthogonal") and t != "scaling"}
     if general:
         taus = [tau for e in general.values() for tau in get(e, "kendall_tau").values()]
         token = [get(e, "token_max_abs_score_change") for e in general.values()]
-        out.append(f"Under the non-orthogonal ones, the residual-basis composition ranking keeps a Kendall tau of "
-                   f"{span(taus, 2)} while token-basis scores move by at most {num(max(token), 2)}.")
+        scaling = ("Uniform scaling keeps the residual-basis ranking (Kendall tau "
+                   f"{span(list(get(symmetry, 'scaling', 'kendall_tau').values()), 2)}), trivially: every score is a "
+                   "ratio of norms, blind to a common factor. " if "scaling" in symmetry else "")
+        out.append(f"{scaling}Under the non-trivial non-orthogonal maps ({', '.join(general)}), the residual-basis "
+                   f"composition ranking keeps a Kendall tau of {span(taus, 2)} while token-basis scores move by at "
+                   f"most {num(max(token), 2)}.")
+    variant = doc.get("rmsnorm_variant") if isinstance(doc, dict) else None
+    if variant is not None:
+        out += _rmsnorm_sentences(variant)
+    return out
+
+
+def _rmsnorm_sentences(v: dict) -> list[str]:
+    """Source 003's two claims on the RMSNorm variant, each with the numbers that decide it."""
+    holds = get(v, "only_rotations_and_scalings_survive")
+    eps = get(v, "real_model_survives_up_to_eps")
+    out = [f"Source 003's \"with RMSNorm only rotations and a scalar remain\" {'holds' if holds else 'does not hold'} "
+           f"in the RMSNorm variant (seed 1337, trained as the original): the real model is unchanged by "
+           f"{', '.join(get(v, 'real_model_survives')) or 'none'} (largest logit change "
+           f"{num(get(v, 'largest_survivor_logit_change'), 2)})"
+           + (f", by {', '.join(eps)} up to the norm's eps" if eps else "")
+           + f", and changed by {', '.join(get(v, 'real_model_changes')) or 'none'} (logits move by at least "
+           f"{num(get(v, 'smallest_change_of_the_rest'), 2)})."]
+    near = get(v, "near_symmetries")
+    best = get(near, "within_max_kl")
+    maps = get(near, "maps")
+    tried = ", ".join(f"{num(get(m, 'epsilon'))}: KL {num(get(m, 'kl_mean'), 2)}, tau {num(get(m, 'kendall_tau_min'), 2)}"
+                      for m in maps)
+    claim = ("Source 003's near-symmetries (maps that move the output little while they reorder the composition "
+             f"ranking), tried as T = exp(epsilon S) on the same model (epsilon: mean KL per token in nats, the "
+             f"lowest Kendall tau of the Q-, K- and V-composition rankings; {tried}): ")
+    if best is None:
+        out.append(claim + f"no map stays within {num(get(near, 'max_kl'))} nats, so the claim cannot be told.")
+    else:
+        out.append(claim + f"within {num(get(near, 'max_kl'))} nats the ranking falls to a Kendall tau of "
+                   f"{num(get(best, 'kendall_tau_min'), 2)} (epsilon {num(get(best, 'epsilon'))}, KL "
+                   f"{num(get(best, 'kl_mean'), 2)}): the claim {'holds' if get(near, 'holds') else 'does not hold'} "
+                   f"(it holds where a map within that KL brings tau to {num(get(near, 'max_tau'))} or below).")
     return out

@@ -97,8 +97,9 @@ def fresh_copy(model: Transformer, dtype: torch.dtype | None = None) -> Transfor
     return new.eval()
 
 
-def _layernorms(model: Transformer) -> list[tuple[nn.LayerNorm, list[nn.Linear]]]:
-    """Each LayerNorm with the Linear layers that read its output."""
+def _layernorms(model: Transformer) -> list[tuple[nn.Module, list[nn.Linear]]]:
+    """Each normalisation layer (LayerNorm, or RMSNorm in the variant model) with the Linear layers that read its
+    output."""
     pairs = []
     for blk in model.blocks:
         pairs.append((blk.ln1, [blk.sa.qkv]))
@@ -129,7 +130,8 @@ def transform_model(model: Transformer, t: Tensor, layernorm: str = "fold") -> T
                 raise ValueError("a LayerNorm gain is (near) zero: its bias cannot be moved past the gain")
             for lin in readers:
                 lin.weight.mul_(g[None, :])
-            ln.bias.div_(g)
+            if getattr(ln, "bias", None) is not None:  # RMSNorm has none
+                ln.bias.div_(g)
             ln.weight.fill_(1.0)
     t_inv_t = torch.linalg.inv(t).T  # T^-T
     new.tok_emb.weight.copy_(new.tok_emb.weight @ t)
@@ -144,7 +146,8 @@ def transform_model(model: Transformer, t: Tensor, layernorm: str = "fold") -> T
     if layernorm == "fold":
         scale = float(torch.exp(torch.linalg.slogdet(t).logabsdet / d))
         for ln, _ in _layernorms(new):
-            ln.bias.copy_(ln.bias @ t)
+            if getattr(ln, "bias", None) is not None:
+                ln.bias.copy_(ln.bias @ t)
             ln.weight.fill_(scale)
     return new
 
@@ -169,7 +172,7 @@ def with_layernorm_eps(model: Transformer, eps: float) -> Transformer:
     slightly; with ``eps = 0`` scalings absorbed by the gain are exact, which separates the two effects.
     """
     for module in model.modules():
-        if isinstance(module, nn.LayerNorm):
+        if isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
             module.eps = eps
     return model
 
@@ -257,6 +260,42 @@ def symmetry_test(model: Transformer, transforms: dict[str, Tensor], tokens: Ten
     for key in ("score_before", "score_after"):
         cols[key] = np.concatenate(cols[key]).astype(np.float64)
     return cols, summary
+
+
+def near_symmetric(basis: Tensor, epsilon: float) -> Tensor:
+    """``exp(epsilon S)`` with ``S = Q diag(s) Q^T`` symmetric, ``Q`` = ``basis`` (orthogonal ``[d d]``) and ``s``
+    spread evenly over [-1, 1] (spectral norm 1): a map ``epsilon`` away from the identity, condition number
+    ``exp(2 epsilon)``, |det| = 1."""
+    d = basis.shape[0]
+    return basis @ torch.diag(torch.exp(epsilon * torch.linspace(-1.0, 1.0, d, dtype=torch.float64))) @ basis.T
+
+
+@torch.no_grad()
+def near_symmetries(model: Transformer, tokens: Tensor, epsilons, seed: int, log=None) -> list[dict]:
+    """Source 003's near-symmetries: for each ``epsilon``, the map ``T = exp(epsilon S)`` (:func:`near_symmetric`,
+    one ``S`` for all) applied to the real model with its normalisation folded (:func:`transform_model`), and
+    what it moves: the output, as the mean over ``tokens``' positions of KL(model || mapped model) in nats (and
+    the largest), and the residual-basis composition ranking (normalisation ignored), as Kendall's tau per
+    kind. A map is a near-symmetry when it moves the output little while the ranking's tau drops."""
+    from tinylens.measures import kl_from_logits
+
+    base = fresh_copy(model, torch.float64)
+    before = _pair_scores(base, "residual")[0]
+    logits = run(base, tokens).logits
+    basis = haar_orthogonal(model.config.d_model, torch.Generator().manual_seed(seed))  # one S for every epsilon
+    out = []
+    for epsilon in epsilons:
+        t = near_symmetric(basis, epsilon)
+        kl = kl_from_logits(logits, run(transform_model(base, t, layernorm="fold"), tokens).logits)
+        after = _pair_scores(transform_model(base, t, layernorm="untouched"), "residual")[0]
+        taus = {k: kendall_tau(before[k], after[k]) for k in KINDS}
+        out.append({"epsilon": float(epsilon), "condition_number": float(np.exp(2 * epsilon)),
+                    "kl_mean": float(kl.mean()), "kl_max": float(kl.max()), "kendall_tau": taus,
+                    "kendall_tau_min": min(taus.values())})
+        if log is not None:
+            log.info("epsilon %g: KL mean %.3g max %.3g nats, residual tau %s", epsilon, out[-1]["kl_mean"],
+                     out[-1]["kl_max"], {k: round(v, 3) for k, v in taus.items()})
+    return out
 
 
 def token_windows(ids: np.ndarray, n: int, length: int) -> Tensor:

@@ -1,8 +1,8 @@
-"""Interaction energy of a sequence's token states (method.md §8; seed 000 after arXiv 2312.10794).
+"""Interaction energy of a sequence's token states (method.md §8; source 000 after arXiv 2312.10794).
 
 On the unit sphere the source defines E_beta = 1/(2 beta n^2) sum_ij exp(beta <x_i, x_j>). Real
 residual streams are not unit-norm, so each state is normalised first (the inner product becomes
-the cosine); with beta = 1 and the 1/(2 beta) factor dropped as seed 000 does::
+the cosine); with beta = 1 and the 1/(2 beta) factor dropped as source 000 does::
 
     IE = (1/n^2) sum_i sum_j exp(cos(x_i, x_j))
 

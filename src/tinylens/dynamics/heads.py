@@ -1,4 +1,4 @@
-"""Per-head scores of induction and copying (method.md §8; seed 004, after Olsson et al. 2022).
+"""Per-head scores of induction and copying (method.md §8; source 004, after Olsson et al. 2022).
 
 Detection patterns ``D`` are ``[batch pos pos]`` 0/1 masks over (query, key); a head's pattern
 ``A`` is ``[batch n_heads pos pos]`` (rows sum to 1). The scores:

@@ -116,11 +116,16 @@ def _validation_measures(model: Transformer | Subject, probes: Probes, energy_wi
             ie.append(whole)
             ie_prefix.append(prefix)
     losses = torch.cat(losses)  # [windows context]
+    windows = torch.cat(ie, dim=1)  # [depth windows]
     return {
         "losses": losses,
         "kl_model_unigram": torch.cat(kl_mu).mean(),
         "kl_unigram_model": torch.cat(kl_um).mean(),
-        "ie": torch.cat(ie, dim=1).mean(1),
+        "ie": windows.mean(1),
+        "ie_se": windows.std(1) / windows.shape[1] ** 0.5 if windows.shape[1] > 1 else torch.zeros(len(windows)),
+        # per step along the forward pass, the windows whose IE rises there (source 000's monotone quantity)
+        "ie_rises": (windows[1:] > windows[:-1]).sum(1),
+        "ie_windows": windows.shape[1],
         "ie_prefix": torch.cat(ie_prefix, dim=1).mean(1),
     }
 
@@ -191,6 +196,9 @@ def measure_checkpoint(model: Transformer | Subject, probes: Probes, settings: M
         "unigram_direction_kl": unigram_direction(model, probes.unigram, settings.unigram_direction.restarts,
                                                   settings.unigram_direction.steps, settings.seed),
         "ie": val["ie"].cpu().numpy(),
+        "ie_se": val["ie_se"].double().cpu().numpy(),
+        "ie_rises": val["ie_rises"].cpu().numpy().astype(np.int32),
+        "ie_windows": int(val["ie_windows"]),
         "ie_prefix": val["ie_prefix"].cpu().numpy(),
         "loss_by_position": losses.mean(0).cpu().numpy(),
     }

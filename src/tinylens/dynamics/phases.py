@@ -11,8 +11,10 @@ regression with Gaussian weights of ``width`` decades in log-step); its rate of 
   score falls fastest: the peak of their summed, normalised rates and the span around it where
   the sum stays above half the peak;
 - :func:`loss_bump`: whether the loss is non-convex in log-step inside that window;
-- :func:`ie_kl_phases`: which of seed 000's three phases of interaction energy (IE) and
-  KL(model || unigram) appear.
+- :func:`source000_phases`: which of source 000's three phases of interaction energy (IE) and
+  KL(model || unigram) appear, each on its own conditions at the same checkpoints, thresholds from the
+  curves' noise (:func:`ie_kl_phases`, the earlier rule with thresholds as shares of each curve's range,
+  is kept for the phase_change family until it moves to this one).
 
 >>> import numpy as np
 >>> steps = np.array([1, 10, 100, 1000, 10000])
@@ -177,7 +179,7 @@ def loss_bump(steps: np.ndarray, loss: np.ndarray, start: float, end: float, wid
 
 
 def ie_kl_phases(steps: np.ndarray, ie: np.ndarray, kl: np.ndarray, width: float, min_swing: float) -> dict:
-    """Which of seed 000's three phases the smoothed IE and KL(model || unigram) curves show.
+    """Which of source 000's three phases the smoothed IE and KL(model || unigram) curves show.
 
     - phase 1, unigram learned (KL low, IE high): KL has a minimum (the first, at step ``s1``)
       and IE at ``s1`` is above its later minimum by more than the swing;
@@ -232,3 +234,66 @@ def log_position_derivative(loss_by_position: np.ndarray, width: float) -> np.nd
     index = np.arange(1, loss.shape[-1] + 1)
     smoothed = np.moveaxis(smooth(np.log10(index), np.moveaxis(loss, -1, 0), width), 0, -1)
     return np.gradient(smoothed, np.log(index), axis=-1)
+
+
+def curve_noise(values: np.ndarray) -> float:
+    """A curve's own noise from checkpoint to checkpoint: a robust standard deviation (1.4826 x the median
+    absolute deviation) of its second differences, over sqrt(6) (the second difference of independent noise
+    of standard deviation s has standard deviation s sqrt(6)). A trend that is straight over three
+    neighbouring checkpoints cancels; a sharp turn is one large difference among many, which the median
+    ignores. (The residual about the smoothed curve underestimates the noise where the smoothing window holds
+    few checkpoints.)"""
+    second = np.diff(np.asarray(values, dtype=np.float64), 2)
+    if len(second) == 0:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(second - np.median(second))) / np.sqrt(6))
+
+
+def source000_phases(steps: np.ndarray, ie: np.ndarray, kl: np.ndarray, width: float, z: float) -> dict:
+    """Which of source 000's three phases of interaction energy (IE) and KL(model || unigram) the curves show,
+    each phase tested on its own conditions, both curves at the same checkpoints, every threshold ``z`` times
+    that curve's noise (:func:`curve_noise`; ``d_ie``, ``d_kl``). On the smoothed curves (step 0 left out):
+
+    - phase 1, the unigram learned (KL low and IE high at once): at ``s1``, the first minimum of KL (a swing of
+      ``d_kl`` on both sides), KL lies more than ``d_kl`` below the middle of its range over training and IE
+      more than ``d_ie`` above the middle of its range ("low" and "high": in the lower and upper half);
+    - phase 2 (KL up while IE goes down): from ``s1`` (the first checkpoint where KL has no minimum) to ``s2``,
+      IE's lowest point after it, KL rises by more than ``d_kl`` and IE falls by more than ``d_ie``;
+    - phase 3 (IE up again with KL high), after phase 2: from ``s2`` to ``s3``, IE's highest point after it, IE
+      rises by more than ``d_ie`` while KL stays high, more than ``d_kl`` above the middle of its range, at every
+      checkpoint between.
+
+    Returns the three flags, ``s1``, ``s2``, ``s3`` (steps; None where a phase has no checkpoint), both curves'
+    values there, the noises and thresholds, and the critical points of both curves (swings above the
+    thresholds)."""
+    log_steps, ie_v, kl_v = _positive(steps, ie, kl)
+    ie_s, kl_s = smooth(log_steps, ie_v, width), smooth(log_steps, kl_v, width)
+    noise = {"ie": curve_noise(ie_v), "kl": curve_noise(kl_v)}
+    d_ie, d_kl = z * noise["ie"], z * noise["kl"]
+    kl_points, ie_points = zigzag(kl_s, d_kl), zigzag(ie_s, d_ie)
+    kl_minima = [i for i, kind in kl_points if kind == "min"]
+    i1 = kl_minima[0] if kl_minima else 0
+    ie_mid, kl_mid = (ie_s.max() + ie_s.min()) / 2, (kl_s.max() + kl_s.min()) / 2
+    phase1 = bool(kl_minima) and kl_mid - kl_s[i1] > d_kl and ie_s[i1] - ie_mid > d_ie
+    i2 = i1 + int(np.argmin(ie_s[i1:]))
+    phase2 = bool(i2 > i1 and kl_s[i2] - kl_s[i1] > d_kl and ie_s[i1] - ie_s[i2] > d_ie)
+    i3 = i2 + int(np.argmax(ie_s[i2:]))
+    phase3 = bool(phase2 and i3 > i2 and ie_s[i3] - ie_s[i2] > d_ie and kl_s[i2:i3 + 1].min() - kl_mid > d_kl)
+
+    def at(i: int | None) -> int | None:
+        return None if i is None else int(round(10 ** log_steps[i]))
+
+    def named(points: list[tuple[int, str]], curve: np.ndarray) -> list[dict]:
+        return [{"step": at(i), "kind": kind, "value": float(curve[i])} for i, kind in points]
+
+    checkpoints = {"s1": i1 if kl_minima else None, "s2": i2 if i2 > i1 else None, "s3": i3 if i3 > i2 else None}
+    return {
+        "phase_1": bool(phase1), "phase_2": phase2, "phase_3": phase3,
+        "unigram_step": at(checkpoints["s1"]), "ie_minimum_step": at(checkpoints["s2"]),
+        "ie_rebound_step": at(checkpoints["s3"]),
+        "at": {name: None if i is None else {"step": at(i), "ie": float(ie_s[i]), "kl": float(kl_s[i])}
+               for name, i in {"start": 0, **checkpoints}.items()},
+        "noise": noise, "z": z, "thresholds": {"ie": d_ie, "kl": d_kl},
+        "middle": {"ie": float(ie_mid), "kl": float(kl_mid)},
+        "ie_critical_points": named(ie_points, ie_s), "kl_critical_points": named(kl_points, kl_s),
+    }

@@ -173,7 +173,7 @@ def make_head_scores(curves: Curves, summary: dict, seed: str, uniform_baseline:
                     ax.plot(steps, values[:, b, h], color=colors[b], lw=0.8, alpha=0.7,
                             label=f"block {b + 1}" if h == 0 else None)
         ax.plot(steps, values[:, b_best, h_best], color="k", lw=2.2,
-                label=f"best head by final prefix matching: block {b_best + 1} head {h_best} "
+                label=f"best head by final prefix matching: block {b_best + 1} head {h_best + 1} "
                       f"({values[-1, b_best, h_best]:+.2f})")
         ax.set_ylabel(label)
         _shade(ax, {seed: summary})

@@ -21,7 +21,9 @@ def depth_names(n_layer: int) -> list[str]:
 
 
 def checkpoint_schema(n_layer: int, context: int) -> Schema:
-    """One row per checkpoint: ``ie``/``ie_prefix`` per depth (:func:`depth_names`), loss per position."""
+    """One row per checkpoint: ``ie``/``ie_prefix`` per depth (:func:`depth_names`) with the standard error of
+    ``ie`` over the energy windows, per step along the forward pass (depth d to d + 1) the windows whose IE rises
+    there, and the loss per position."""
     depths = pa.list_(pa.float64(), n_layer + 2)
     return Schema("dynamics checkpoints", {
         "step": pa.int64(),
@@ -36,6 +38,9 @@ def checkpoint_schema(n_layer: int, context: int) -> Schema:
         "kl_unigram_model": pa.float64(),
         "unigram_direction_kl": pa.float64(),
         "ie": depths,
+        "ie_se": depths,
+        "ie_rises": pa.list_(pa.int32(), n_layer + 1),  # windows whose IE at depth d + 1 exceeds that at d
+        "ie_windows": pa.int64(),  # the energy windows
         "ie_prefix": depths,
         "loss_by_position": pa.list_(pa.float64(), context),
     })

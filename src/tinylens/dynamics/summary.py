@@ -9,14 +9,15 @@ from pathlib import Path
 import numpy as np
 
 from tinylens.dynamics.heads import prefix_matching_score
-from tinylens.dynamics.phases import critical_points, ie_kl_phases, loss_bump, phase_change_window
+from tinylens.dynamics.phases import critical_points, loss_bump, phase_change_window, source000_phases
 from tinylens.dynamics.schemas import HEAD_SCORES, HEADS_SCHEMA, checkpoint_schema, depth_names
+from tinylens.measures import share_test
 from tinylens.tables import fixed_list_to_numpy, read_table
-from tinylens.wording import get, num, span
+from tinylens.wording import block, direction, get, grouped, listing, num, span, stated
 
 #: The depth whose interaction energy is the headline curve: the token states after ``ln_f``, the
 #: last hidden state a model hands its unembedding (what "token states" means for the checkpointed
-#: model suites seed 000 measures).
+#: model suites source 000 measures).
 HEADLINE_DEPTH = "ln_f"
 
 #: Numbers the sources report, beside ours in the metrics JSON. Olsson et al. 2022 is not quoted in
@@ -30,9 +31,11 @@ SOURCE = {
         "note": "small attention-only and MLP models; approximate values from the paper's text and figures "
                 "(not quoted in method.md). The loss curve shows a bump in the same window.",
     },
-    "seed_000": {
+    "source_000": {
         "phases": ["1: KL(model||unigram) low, IE high (unigram learned)",
                    "2: KL up, IE down", "3: IE up again, KL high"],
+        "monotone": "the interaction energy rises along the forward pass (source 001's dynamical-systems reading; "
+                    "arXiv 2312.10794)",
         "note": "qualitative: no published numbers",
     },
 }
@@ -44,13 +47,15 @@ class PhaseSettings:
     measurement does not read them, so changing one reruns the summary only.
 
     smooth_decades: Gaussian smoothing width in log10(step); min_swing: a critical point needs a rise
-    and a fall of this fraction of the curve's range; induction_threshold: a best head whose final
-    prefix-matching score exceeds it is an induction head; unigram_threshold (nats): the first
-    checkpoint whose unigram-direction KL is below it owns the direction.
+    and a fall of this fraction of the curve's range; phase_z: each change of source 000's phases must
+    exceed this many times its curve's noise (:func:`tinylens.dynamics.phases.source000_phases`);
+    induction_threshold: a best head whose final prefix-matching score exceeds it is an induction head;
+    unigram_threshold (nats): the first checkpoint whose unigram-direction KL is below it owns the direction.
     """
 
     smooth_decades: float
     min_swing: float
+    phase_z: float
     induction_threshold: float
     unigram_threshold: float
 
@@ -124,7 +129,7 @@ def seed_summary(curves: Curves, n_layer: int, tokens_per_step: int, settings: P
     window = phase_change_window(steps, best_curve, m["icl_band"], width)
     depth = depth_names(n_layer).index(HEADLINE_DEPTH)
     ie = m["ie"][:, depth]
-    phases = ie_kl_phases(steps, ie, m["kl_model_unigram"], width, min_swing)
+    phases = source000_phases(steps, ie, m["kl_model_unigram"], width, settings.phase_z)
     owned = [int(s) for s, kl in zip(steps, m["unigram_direction_kl"]) if kl < settings.unigram_threshold]
     final = -1
     icl_final, icl_se = float(m["icl_band"][final]), float(m["icl_band_se"][final])
@@ -155,9 +160,24 @@ def seed_summary(curves: Curves, n_layer: int, tokens_per_step: int, settings: P
                    "end_tokens": window["end"] * tokens_per_step},
         "loss_bump": loss_bump(steps, m["val_loss"], window["start"], window["end"], width),
         "ie_kl": {**phases, "ie_depth": HEADLINE_DEPTH},
+        "ie_along_depth": ie_along_depth(m, n_layer),
         "kl_unigram_model_critical_points": critical_points(steps, m["kl_unigram_model"], width, min_swing),
         "unigram_direction_first_step": owned[0] if owned else None,
     }
+
+
+def ie_along_depth(metrics: dict[str, np.ndarray], n_layer: int, checkpoint: int = -1) -> dict:
+    """The interaction energy along the forward pass of one checkpoint (the last by default): per depth its mean
+    over the energy windows with the standard error, and per step (through block 1, ..., block n, then ln_f)
+    the sign test of the share of windows whose IE rises there (:func:`tinylens.measures.share_test`).
+    Blocks 0-based in the keys, as in every metrics file."""
+    names = depth_names(n_layer)
+    windows = int(metrics["ie_windows"][checkpoint])
+    rises = metrics["ie_rises"][checkpoint]
+    return {"depths": names, "ie": [float(x) for x in metrics["ie"][checkpoint]],
+            "ie_se": [float(x) for x in metrics["ie_se"][checkpoint]], "windows": windows,
+            "steps": [{"from": names[d], "to": names[d + 1], **({"block": d} if d < n_layer else {}),
+                       "rises": share_test(int(rises[d]), windows)} for d in range(len(names) - 1)]}
 
 
 def summarize(per_seed: dict[int, dict], original_seed: int, settings: PhaseSettings, repeat_length: int,
@@ -178,6 +198,9 @@ def summarize(per_seed: dict[int, dict], original_seed: int, settings: PhaseSett
                            for k, s in per_seed.items()},
             "phases_present": {str(k): [i for i in (1, 2, 3) if s["ie_kl"][f"phase_{i}"]]
                                for k, s in per_seed.items()},
+            "ie_rises_through_every_block": {str(k): all(t["rises"]["direction"] == "above"
+                                                          for t in s["ie_along_depth"]["steps"] if "block" in t)
+                                             for k, s in per_seed.items()},
             "prefix_matching_uniform_baseline": uniform_prefix_matching(repeat_length, copies),
         },
         "seeds": {str(k): v for k, v in per_seed.items()},
@@ -207,31 +230,33 @@ def phase_change_windows(summary: dict) -> dict[int, tuple[float, float]]:
 
 def findings(documents: dict) -> list[str]:
     """The family's sentences of the run's findings (tinylens.findings): whether an induction head and a phase
-    change formed, the ICL score, seed 000's phases. Heads 0-based (block and head), as in the tables.
-    ``documents``: ``dynamics`` (metrics/dynamics.json). An external model's (its one seed, key ``external``): the
-    same sentences speak of the one model instead of counting seeds."""
+    change formed, the ICL score, the interaction energy along the forward pass (sign tests per step) and
+    source 000's phases. Blocks and heads counted from 1. ``documents``: ``dynamics`` (metrics/dynamics.json).
+    An external model's (its one seed, key ``external``): the same sentences speak of the one model instead of
+    counting models."""
     doc = documents["dynamics"]
     seeds = get(doc, "seeds")
     n = len(seeds)
     one = n == 1 and "external" in doc
+    models = f"{n} model{'s' if n != 1 else ''} (seed{'s' if n != 1 else ''} {listing(list(seeds))})"
     uniform = get(doc, "headline", "prefix_matching_uniform_baseline")
     best = {k: get(s, "best_head") for k, s in seeds.items()}
     scores = [get(b, "prefix_matching") for b in best.values()]
     formed = sum(bool(get(s, "induction_head_formed")) for s in seeds.values())
     top_seed = max(best, key=lambda k: best[k]["prefix_matching"])
     top = best[top_seed]
-    head = f"block {get(top, 'block')}, head {get(top, 'head')}" + ("" if one else f" of seed {top_seed}")
+    head = f"block {block(get(top, 'block'))}, head {block(get(top, 'head'))}" + ("" if one else f" of seed {top_seed}")
     threshold = get(doc, "settings", "induction_threshold")
     if formed:
-        out = [f"An induction head forms{'' if one else f' in {formed} of {n} seeds'} (final prefix-matching score "
-               f"above {num(threshold)}; the best, {head}, reaches {num(top['prefix_matching'])} against a uniform "
-               f"head's {num(uniform)})."]
+        out = [f"An induction head forms{'' if one else f' in {formed} of the {models}'} (final prefix-matching "
+               f"score above {num(threshold)}; the best, {head}, reaches {num(top['prefix_matching'])} against a "
+               f"uniform head's {num(uniform)})."]
     elif one:
         out = [f"No induction head forms: the best final prefix-matching score is {num(max(scores))} ({head}) "
                f"against a uniform head's {num(uniform)}."]
     else:
-        out = [f"No induction head forms in any of the {n} seeds: the best final prefix-matching score is "
-               f"{num(max(scores))} ({head}; over the seeds {span(scores)}) against a uniform head's {num(uniform)}."]
+        out = [f"No induction head forms in any of the {models}: the best final prefix-matching score is "
+               f"{num(max(scores))} ({head}; over the models {span(scores)}) against a uniform head's {num(uniform)}."]
     icl = [get(s, "final", "icl_band") for s in seeds.values()]
     se = [get(s, "final", "icl_band_se") for s in seeds.values()]
     significant = sum(bool(get(s, "icl_significant")) for s in seeds.values())
@@ -239,17 +264,59 @@ def findings(documents: dict) -> list[str]:
                f"of early ones) is {span(icl)} nats "
                f"(standard error {'' if one else 'up to '}{num(max(se), 2)}): "
                + (("significantly below 0." if significant else "not two standard errors below 0.") if one else
-                  f"significantly below 0 in {significant} of {n} seeds." if significant else
-                  "in no seed two standard errors below 0."))
+                  f"significantly below 0 in {significant} of {n} models." if significant else
+                  "in no model two standard errors below 0."))
     changes = get(doc, "headline", "seeds_with_phase_change")
     if one:
         out.append("A phase change (both together) is " + ("detected." if changes else "not detected."))
     else:
-        out.append(f"A phase change (both together) is detected in {changes} of {n} seeds." if changes else
-                   "No phase change is detected in any seed.")
+        out.append(f"A phase change (both together) is detected in {changes} of {n} models." if changes else
+                   "No phase change is detected in any model.")
+    if all("ie_along_depth" in s for s in seeds.values()):  # metrics of earlier runs have no per-window energy
+        out.append(_monotone_sentence(doc))
     phases = get(doc, "headline", "phases_present")
     counts = {i: sum(i in p for p in phases.values()) for i in (1, 2, 3)}
-    out.append("Seed 000's interaction-energy / KL phases: " + ", ".join(
-        (f"phase {i} {'present' if c else 'absent'}" if one else f"phase {i} in {c} of {len(phases)} seeds")
-        for i, c in counts.items()) + ".")
+    z = get(doc, "settings").get("phase_z")
+    rule = (f" (each phase on its own conditions, interaction energy and KL at the same checkpoints, every change "
+            f"above {num(z)} times its curve's noise)" if z is not None else "")
+    out.append(f"Source 000's phases of the interaction energy after ln_f and KL(model || unigram) over training"
+               f"{rule}: " + ", ".join(
+                   (f"phase {i} ({PHASE_WORDS[i]}) {'present' if c else 'absent'}" if one else
+                    f"phase {i} ({PHASE_WORDS[i]}) in {c} of {len(phases)} models") for i, c in counts.items()) + ".")
     return out
+
+
+#: Source 000's phases in a few words each.
+PHASE_WORDS = {1: "KL low and IE high: the unigram learned", 2: "KL up while IE falls", 3: "IE up again, KL high"}
+
+
+def _monotone_sentence(doc: dict) -> str:
+    """Source 000's and 001's monotone quantity: the original model's steps in words with their sign tests, then
+    how many models rise through every block, and which steps agree across models."""
+    seeds = get(doc, "seeds")
+    original = str(get(doc, "original_seed"))
+    where = "the model's last checkpoint" if "external" in doc else f"seed {original}'s final model"
+    along = get(seeds, original, "ie_along_depth")
+    through = [(block(get(t, "block")), get(t, "rises")) for t in get(along, "steps") if "block" in t]
+    last = next(t for t in get(along, "steps") if "block" not in t)
+    per_block: dict[int, list[str]] = {}
+    for s in seeds.values():
+        for t in get(s, "ie_along_depth", "steps"):
+            if "block" in t:
+                per_block.setdefault(block(t["block"]), []).append(direction(t["rises"]))
+    everywhere = sum(bool(v) for v in get(doc, "headline", "ie_rises_through_every_block").values())
+    rising = [b for b, d in per_block.items() if all(x == "above" for x in d)]
+    falling = [b for b, d in per_block.items() if all(x == "below" for x in d)]
+    agree = (f"; in every model it rises through block{'s' if len(rising) != 1 else ''} {listing(rising)}"
+             if rising else "; through no block does it rise in every model")
+    agree += (f" and falls through block{'s' if len(falling) != 1 else ''} {listing(falling)}" if falling else "")
+    return (f"Source 000's and 001's monotone quantity, the interaction energy of the token states rising along the "
+            f"forward pass (per step, the share of {get(along, 'windows')} validation windows whose energy rises, "
+            f"sign test against one half): in {where} it "
+            + grouped(through, "rises", "falls", what="share", preposition="through") + "; and it "
+            + stated_step(last) + f"; it rises through every block in {everywhere} of {len(seeds)} models" + agree + ".")
+
+
+def stated_step(step: dict) -> str:
+    """One step's verdict with its sign test, naming where it goes (``rises through ln_f (share ...)``)."""
+    return stated(get(step, "rises"), "rises", "falls", what="share").replace(" (", f" through {get(step, 'to')} (", 1)

@@ -10,12 +10,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from tinylens.measures import wilson_interval
+from tinylens.measures import ratio_test, wilson_interval
 from tinylens.superposition.correlated import ALIGNED_COS, ORTHOGONAL_COS
+from tinylens.superposition.dynamics import running_median
 from tinylens.superposition.geometry import REPRESENTED_NORM
 from tinylens.superposition.levels import fraction_coverage, parse_fractions
 from tinylens.superposition.phase_change import crossings
-from tinylens.wording import get, num, percent
+from tinylens.wording import get, num, percent, stated
 
 
 def summarize_uniform(models: Mapping[str, np.ndarray]) -> dict:
@@ -117,6 +118,38 @@ def summarize_dimensionality(models: Mapping, features: Mapping, jumps: Mapping,
     }
 
 
+def movement_shares(training: Mapping, jumps: Mapping, smooth: int) -> dict:
+    """How much of D_i's movement over training the jumps carry (source 004: learning "dominated by
+    energy-level jumps"). Per feature of every sparsity (the unit), its total movement is the path length
+    sum_t |D_i(t+1) - D_i(t)| of its D_i over the snapshots, smoothed by the running median of ``smooth``
+    snapshots as the jump finder smooths it; a jump carries |to - from|, the distance between its plateaus'
+    levels, and so does a move within noise. The share the jumps carry of the total, with its bootstrap
+    interval over features (:func:`tinylens.measures.ratio_test` against one half): ``dominated`` when it
+    lies above one half."""
+    sparsity, feature = np.asarray(training["sparsity"]), np.asarray(training["feature"])
+    step, d = np.asarray(training["step"]), np.asarray(training["dimensionality"], dtype=np.float64)
+    units = sorted(set(zip(sparsity.tolist(), feature.tolist())))
+    index = {u: i for i, u in enumerate(units)}
+    total, net = np.zeros(len(units)), np.zeros(len(units))
+    for u, i in index.items():
+        sel = np.flatnonzero((sparsity == u[0]) & (feature == u[1]))
+        curve = running_median(d[sel[np.argsort(step[sel], kind="stable")]], smooth)
+        total[i] = float(np.abs(np.diff(curve)).sum())
+        net[i] = float(abs(curve[-1] - curve[0]))  # the least movement any path from start to end covers
+    carried = {True: np.zeros(len(units)), False: np.zeros(len(units))}
+    for s_, f, a, b, real in zip(jumps["sparsity"], jumps["feature"], jumps["from_fraction"], jumps["to_fraction"],
+                                 jumps["exceeds_noise"]):
+        carried[bool(real)][index[(float(s_), int(f))]] += abs(float(Fraction(b)) - float(Fraction(a)))
+    whole = float(total.sum())
+    return {"definition": f"per feature, the path length of its D_i over the snapshots (running median of {smooth}); "
+                          "a jump or a move within noise carries the distance between its two plateaus' levels",
+            "features": len(units), "total_movement": whole, "net_displacement": float(net.sum()),
+            "jumps_over_net_displacement": float(carried[True].sum() / net.sum()) if net.sum() > 0 else None,
+            "jumps": float(carried[True].sum()), "moves_within_noise": float(carried[False].sum()),
+            "share_moves_within_noise": float(carried[False].sum() / whole) if whole > 0 else None,
+            "jumps_share": ratio_test(carried[True], total, null=0.5)}
+
+
 def summarize_phase_diagram(cells: Mapping, boundary: Mapping, seeds: int) -> dict:
     trained = np.asarray(cells["trained_regime"], dtype=object)
     analytic = np.asarray(cells["analytic_regime"], dtype=object)
@@ -163,13 +196,15 @@ SOURCE = {
 def summarize_family(uniform, nonuniform, dim_models, dim_features, jumps, phase_cells, phase_boundary,
                      correlated: Mapping[str, Mapping], fixed_sparsity: float, dynamics_sparsity: float, phase_seeds: int,
                      fractions: Sequence[Fraction], tolerance: float, jump_settings: Mapping,
-                     threshold: float = REPRESENTED_NORM) -> dict:
+                     threshold: float = REPRESENTED_NORM, dim_training: Mapping | None = None) -> dict:
     """Everything metrics/superposition.json holds: a flat headline, then each experiment with the source."""
     uni = summarize_uniform(uniform)
     non = summarize_nonuniform(nonuniform, fixed_sparsity)
     dim = summarize_dimensionality(dim_models, dim_features, jumps, fractions, tolerance, dynamics_sparsity,
                                    threshold)
     dim["jumps"]["definition"] = dict(jump_settings)
+    if dim_training is not None:
+        dim["jumps"]["movement"] = movement_shares(dim_training, jumps, jump_settings["smooth"])
     dim["jumps"]["rule"] = (
         f"a jump is a move between two plateaus of one feature's D_i (running median of {jump_settings['smooth']} "
         f"snapshots within {jump_settings['tolerance']} of a fraction for >= {jump_settings['min_dwell']} "
@@ -189,6 +224,7 @@ def summarize_family(uniform, nonuniform, dim_models, dim_features, jumps, phase
         "chance_share_in_range": dim["chance_share_in_range"],
         "jumps_total": dim["jumps"]["total"],
         "moves_within_noise": dim["jumps"]["moves_within_noise"],
+        "jumps_share_of_movement": dim["jumps"].get("movement", {}).get("jumps_share"),
         "phase_agreement_best_seed": phase["agreement_best_seed"],
         "phase_boundary_mean_abs_log10_ratio": phase["boundary_mean_abs_log10_ratio"],
         "correlated_claims_hold": {name: e["claim"]["holds"] for name, e in corr["settings"].items() if "claim" in e},
@@ -241,7 +277,8 @@ def summarize_tables(tables: Mapping[str, Mapping], settings: SummarySettings) -
         fixed_sparsity=settings.fixed_sparsity,
         dynamics_sparsity=settings.dynamics_sparsity, phase_seeds=settings.phase_seeds,
         fractions=parse_fractions(settings.fractions), tolerance=settings.tolerance,
-        jump_settings=settings.jumps, threshold=settings.represented_norm)
+        jump_settings=settings.jumps, threshold=settings.represented_norm,
+        dim_training=tables.get("dimensionality_training"))
 
 
 # --- correlated and anti-correlated feature groups -------------------------------------------------------
@@ -358,6 +395,17 @@ def findings(documents: Mapping) -> list[str]:
     out.append(f"{percent(near)} of the feature dimensionalities in the fractions' range lie near a simple fraction "
                f"(a uniform spread would put {percent(chance)} there); D_i makes {jumps} "
                f"jump{'' if jumps == 1 else 's'} between fractions over training{rule}.")
+    share = h.get("jumps_share_of_movement")
+    if share is not None:  # metrics of earlier runs have no movement shares
+        movement = get(documents["superposition"], "dimensionality", "jumps", "movement")
+        out.append(f"Source 004's \"learning dominated by energy-level jumps\": the jumps carry "
+                   f"{percent(get(share, 'ratio'))} of D_i's total movement over training (its path length, summed "
+                   f"over {get(movement, 'features')} features; the moves within noise "
+                   f"{percent(get(movement, 'share_moves_within_noise'))}, the rest is drift and jitter; against the net "
+                   f"displacement, the least any path covers, the jumps carry "
+                   f"{percent(get(movement, 'jumps_over_net_displacement'))}); against one half, by the bootstrap over "
+                   "features, learning is "
+                   + stated(share, "dominated", "not dominated", "cannot be told", what="share") + " by the jumps.")
     out.append(f"The trained n = 2, m = 1 models' regime matches the analytic one in "
                f"{percent(get(h, 'phase_agreement_best_seed'))} of the phase diagram's cells (best seed per cell).")
     claims, collapse = h.get("correlated_claims_hold"), h.get("correlated_collapse")

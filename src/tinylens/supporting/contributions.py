@@ -1,6 +1,6 @@
 """Attention against feed-forward output, block by block, over every evaluation prompt (method.md §7).
 
-The paper (seed 002) argues from five drawn prompts that in each block the feed-forward output is
+The paper (source 002) argues from five drawn prompts that in each block the feed-forward output is
 longer than the attention output and points the way the block's output does. Here the same
 quantities for every evaluation prompt, read from the prompt dumps (last position): per block ``b``
 with ``x_b`` its input and ``out_b = x_b + sa_b + ffwd_b`` its output,
@@ -9,10 +9,11 @@ with ``x_b`` its input and ``out_b = x_b + sa_b + ffwd_b`` its output,
 - ``cos_ffwd_sa = cos(ffwd_b, sa_b)``,
 - ``cos_ffwd_out = cos(ffwd_b, out_b)`` and ``cos_sa_out = cos(sa_b, out_b)``.
 
-Each claim is read per block as a share of prompts with a 95% Wilson interval: "longer" holds when
-the interval of the share with ``norm_ratio > 1`` lies above one half, "points the way of the output"
-when the interval of the share with ``cos_ffwd_out > cos_sa_out`` does (a sign test with its
-uncertainty). Also the feed-forward share of the parameters (the paper: 65.71%).
+Each claim is one test per block (``tinylens.measures``): "longer" a sign test of the share of prompts
+with ``norm_ratio > 1`` against one half (Wilson interval; longer, shorter or no different), "points the
+way of the output" the same test of ``cos_ffwd_out > cos_sa_out``, "the two point in roughly the same
+direction" the t-test of the mean ``cos_ffwd_sa`` against :data:`ROUGHLY_SAME_DIRECTION` (and, beside it,
+against 0). Also the feed-forward share of the parameters (the paper: 65.71%).
 
 No torch here: the job reads dumps and a config, the metrics job only this module's summary.
 """
@@ -24,7 +25,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from tinylens import published
-from tinylens.measures import describe, wilson_interval
+from tinylens.measures import describe, mean_test, share_test
+
+#: "Roughly the same direction" (source 002, of a block's two outputs): a mean cosine above 0.5, an angle
+#: under 60 degrees (method.md §7).
+ROUGHLY_SAME_DIRECTION = 0.5
 
 #: The columns :func:`block_contributions` returns (less mode and prompt_id), one row per (prompt, block).
 COLUMNS = ("block", "sa_norm", "ffwd_norm", "norm_ratio", "cos_ffwd_sa", "cos_ffwd_out", "cos_sa_out")
@@ -59,18 +64,16 @@ def block_contributions(block_input: Sequence[np.ndarray], sa: Sequence[np.ndarr
 
 
 def share(condition: np.ndarray) -> dict:
-    """Share of True with its Wilson interval, and the verdict: ``holds`` when the interval lies above
-    1/2, ``fails`` when below, ``undecided`` when it contains 1/2."""
+    """The sign test of the share of True against one half (:func:`tinylens.measures.share_test`: the share, its
+    Wilson interval, p, and ``direction`` above, below or the same)."""
     condition = np.asarray(condition, dtype=bool)
-    k, n = int(condition.sum()), len(condition)
-    lo, hi = wilson_interval(k, n) or (float("nan"), float("nan"))  # no prompts: no interval
-    verdict = "undecided" if n == 0 or lo <= 0.5 <= hi else ("holds" if lo > 0.5 else "fails")
-    return {"share": round(k / n, 6) if n else None, "ci95": [round(lo, 6), round(hi, 6)], "n": n, "verdict": verdict}
+    return share_test(int(condition.sum()), len(condition))
 
 
 def summarize_contributions(cols: Mapping[str, np.ndarray], n_blocks: int) -> list[dict]:
-    """One entry per block (``block`` 0-based, as everywhere in the metrics): the spread of each quantity over the prompts and
-    the two claims' shares with their Wilson intervals and verdicts."""
+    """One entry per block (``block`` 0-based, as everywhere in the metrics): the spread of each quantity over the prompts,
+    the two claims' sign tests, and the t-tests of the mean cos(ffwd_b, sa_b) against 0 and against
+    :data:`ROUGHLY_SAME_DIRECTION`."""
     block = np.asarray(cols["block"])
     rows = []
     for b in range(n_blocks):
@@ -85,6 +88,8 @@ def summarize_contributions(cols: Mapping[str, np.ndarray], n_blocks: int) -> li
             **{k: describe(c[k]) for k in ("sa_norm", "ffwd_norm", "cos_ffwd_sa", "cos_ffwd_out", "cos_sa_out")},
             "ffwd_longer": share(c["norm_ratio"] > 1),
             "ffwd_closer_to_output": share(c["cos_ffwd_out"] > c["cos_sa_out"]),
+            "cos_ffwd_sa_against_0": mean_test(c["cos_ffwd_sa"], 0.0),
+            "cos_ffwd_sa_against_same_direction": mean_test(c["cos_ffwd_sa"], ROUGHLY_SAME_DIRECTION),
         })
     return rows
 

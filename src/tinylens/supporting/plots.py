@@ -75,18 +75,26 @@ def make_final_layernorm(scaling: Mapping[str, np.ndarray], noise: Mapping[str, 
 
 
 def make_ffwd_endpoint(tables: Mapping[str, Mapping[str, np.ndarray]]) -> Figure:
-    """Histograms over the evaluation prompts of cos(f, x_7), |f| / |x_7| and H(unembed(f), model)."""
-    panels = [("cosine", "cos(x_1 + sum ffwd, x_7)"), ("norm_ratio", "|x_1 + sum ffwd| / |x_7|"),
-              ("hellinger", "H(unembedded ffwd-only sum, model)")]
+    """Histograms over the evaluation prompts of cos(end, x_7), |end| / |x_7| and H(unembed(end), model) for the
+    feed-forward-only endpoint f = x_1 + sum ffwd (filled) and the attention-only one a = x_1 + sum sa (outline),
+    one colour per mode."""
+    panels = [("cosine", "cos(endpoint, x_7)"), ("norm_ratio", "|endpoint| / |x_7|"),
+              ("hellinger", "H(unembedded endpoint, model)")]
+    ends = (("", "x_1 + sum ffwd"), ("sa_", "x_1 + sum sa"))
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for ax, (key, label) in zip(axes, panels):
-        bins = np.histogram_bin_edges(np.concatenate([np.asarray(c[key]) for c in tables.values()]), bins=40)
+        every = [np.asarray(c[f"{prefix}{key}"]) for c in tables.values() for prefix, _ in ends]
+        bins = np.histogram_bin_edges(np.concatenate(every), bins=40)
         for i, (mode, cols) in enumerate(tables.items()):
-            v = np.asarray(cols[key])
-            ax.hist(v, bins=bins, histtype="stepfilled" if i == 0 else "step", alpha=0.5 if i == 0 else 1.0, lw=1.5,
-                    color=f"C{i}", label=f"{MODE_TITLES.get(mode, mode)}: mean {v.mean():.3f}")
+            for prefix, name in ends:
+                v = np.asarray(cols[f"{prefix}{key}"])
+                ax.hist(v, bins=bins, histtype="stepfilled" if not prefix else "step", alpha=0.45 if not prefix else 1.0,
+                        lw=1.5, color=f"C{i}", ls="-" if not prefix else "--",
+                        label=f"{MODE_TITLES.get(mode, mode)}, {name}: mean {v.mean():.3f}")
+        if key == "norm_ratio":
+            ax.axvline(1.0, color="grey", ls=":", lw=1)
         ax.set(xlabel=label)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("prompts")
     return fig
@@ -239,7 +247,8 @@ def make_attention_vs_ffwd(tables: Mapping[str, Mapping[str, np.ndarray]]) -> Fi
 
 def make_robustness(summary: Mapping) -> Figure:
     """Left: each variant's mean Hellinger (approximation vs model) on the evaluation prompts with +-2 standard
-    errors, the default highlighted; right: each variant's paired difference from the default, +-2 SE."""
+    errors, the default highlighted; right: each variant's paired difference from the default with the 95% interval
+    of the paired t-test that gives its verdict."""
     variants = summary["variants"]
     names = list(variants)
     default = summary["default"]
@@ -255,15 +264,15 @@ def make_robustness(summary: Mapping) -> Figure:
     left.invert_yaxis()
     others = [n for n in names if n != default]
     diffs = [variants[n]["versus_default"]["mean_difference"] for n in others]
-    dses = [variants[n]["versus_default"]["standard_error"] for n in others]
+    intervals = np.array([variants[n]["versus_default"]["test"]["ci95"] for n in others]).reshape(-1, 2)
     yo = np.arange(len(others))
-    right.errorbar(diffs, yo, xerr=2 * np.asarray(dses), fmt="o", color="C0", capsize=4)
+    right.errorbar(diffs, yo, xerr=np.abs(intervals - np.asarray(diffs)[:, None]).T, fmt="o", color="C0", capsize=4)
     right.axvline(0.0, color="C3", lw=1.5)
     for i, n in enumerate(others):
         right.annotate(variants[n]["versus_default"]["verdict"], (diffs[i], i), textcoords="offset points",
                        xytext=(0, 8), ha="center", fontsize=8)
     right.set(yticks=yo, yticklabels=[labels[names.index(n)] for n in others], ylim=(len(others) - 0.5, -0.7),
-              xlabel="H(variant) - H(default), paired over prompts (+-2 SE)", title="difference from the default")
+              xlabel="H(variant) - H(default), paired over prompts (95% interval)", title="difference from the default")
     for ax in (left, right):
         ax.grid(alpha=0.3, axis="x")
     return fig

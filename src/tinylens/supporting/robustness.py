@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinylens.core.approx import split_masks, tune_and_evaluate
-from tinylens.measures import standard_error
-from tinylens.wording import get, num
+from tinylens.measures import mean_test, standard_error
+from tinylens.wording import get, num, stated
 
 #: Similarity measures of the variants.
 SIMILARITIES = ("cosine", "euclidean")
@@ -147,23 +147,26 @@ def count_entries(next_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return string, token, np.asarray(next_counts)[string, token]
 
 
-def paired_comparison(variant: np.ndarray, default: np.ndarray, z: float = 2.0) -> dict:
+def paired_comparison(variant: np.ndarray, default: np.ndarray) -> dict:
     """A variant's per-prompt Hellinger distances against the default's on the same prompts.
 
-    The difference d = H_variant - H_default per prompt: its mean, standard error (sd / sqrt(n), sd with
-    n - 1), the Wilcoxon signed-rank p-value (two-sided; None when every difference is 0), and the verdict:
-    ``worse`` when mean - z SE > 0, ``better`` when mean + z SE < 0, else ``no different``."""
+    The difference d = H_variant - H_default per prompt, and one test of its mean: the paired t-test
+    (:func:`tinylens.measures.mean_test`: mean, standard error, 95% interval, p), whose verdict is ``worse``
+    when the interval lies above 0, ``better`` when below, else ``no different``. The Wilcoxon signed-rank p
+    (two-sided; None when every difference is 0) is kept beside it for reference: it tests the differences'
+    median, not their mean, and decides nothing."""
     d = np.asarray(variant, dtype=np.float64) - np.asarray(default, dtype=np.float64)
     n = len(d)
     if n < 2:
         raise ValueError(f"a paired comparison needs at least 2 prompts, got {n}")
-    mean, se = float(d.mean()), standard_error(d)
     from scipy.stats import wilcoxon
 
-    p = None if not np.any(d) else float(wilcoxon(d).pvalue)
-    verdict = "worse" if mean - z * se > 0 else "better" if mean + z * se < 0 else "no different"
-    return {"mean_difference": round(mean, 6), "standard_error": round(se, 6), "n": n, "z": z,
-            "wilcoxon_p": None if p is None else round(p, 6), "verdict": verdict}
+    test = mean_test(d)
+    wilcoxon_p = None if not np.any(d) else float(wilcoxon(d).pvalue)
+    verdict = {"above": "worse", "below": "better", "same": "no different"}[test["direction"]]
+    return {"mean_difference": round(test["mean"], 6), "standard_error": round(test["se"], 6), "n": n,
+            "test": test, "verdict": verdict,
+            "wilcoxon_p": None if wilcoxon_p is None else round(wilcoxon_p, 6)}
 
 
 def summarize(hellingers: Mapping[str, np.ndarray], tuned: Mapping[str, Mapping], rows: Sequence[tuple[str, str, int]],
@@ -187,23 +190,23 @@ def summarize(hellingers: Mapping[str, np.ndarray], tuned: Mapping[str, Mapping]
 
 
 def findings_sentence(robustness: Mapping) -> str:
-    """The run's finding on the robustness of the approximation, from the robustness section."""
+    """The run's finding on the robustness of the approximation, from the robustness section: each variant's
+    verdict with the paired t-test that decided it."""
     variants = get(robustness, "variants")
     default = get(variants, get(robustness, "default"))
     parts = []
     for v in variants.values():
         if "versus_default" not in v:
             continue
-        c = get(v, "versus_default")
         what = ("Euclidean distance" if get(v, "similarity") == "euclidean"
                 else f"strings of length {get(v, 'length')}")
-        parts.append(f"with {what} it is {get(c, 'verdict')} (Hellinger difference {num(get(c, 'mean_difference'), 2)} "
-                     f"+- {num(get(c, 'standard_error'), 2)}, Wilcoxon p = {num(c.get('wilcoxon_p'), 2)})")
+        parts.append(f"with {what} it is " + stated(get(v, "versus_default", "test"), "worse", "better",
+                                                     what="Hellinger difference"))
     s = get(robustness, "settings")
     return (f"Against the default approximation (cosine similarity, strings of length {get(default, 'length')}: mean "
             f"Hellinger {num(get(default, 'mean_hellinger'))} on {get(default, 'n')} held-out prompts, searching "
-            f"the strings of the first {num(get(s, 'text_chars'))} characters of the train text), tuned the same way: "
-            + "; ".join(parts) + " (paired over the same prompts, by two standard errors).")
+            f"the strings of the first {num(get(s, 'text_chars'))} characters of the train text), tuned the same way, "
+            "paired over the same prompts (t-test of the mean difference): " + "; ".join(parts) + ".")
 
 
 def unique_windows(ids: np.ndarray, length: int, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:

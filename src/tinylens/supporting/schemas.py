@@ -76,6 +76,9 @@ ENDPOINT_SCHEMA = Schema("feed-forward-only endpoint", {
     "norm_ratio": pa.float64(),  # |f| / |x_7|
     "final_norm": pa.float64(),  # |x_7|
     "hellinger": pa.float64(),  # H(softmax(lm_head(ln_f(f))), the model's distribution)
+    "sa_cosine": pa.float64(),  # cos(a, x_7), a = x_1 + sum_b sa_b: the attention-only endpoint
+    "sa_norm_ratio": pa.float64(),  # |a| / |x_7|
+    "sa_hellinger": pa.float64(),  # H(softmax(lm_head(ln_f(a))), the model's distribution)
 })
 
 

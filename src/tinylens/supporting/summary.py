@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from tinylens import published
-from tinylens.measures import describe
-from tinylens.supporting.contributions import contributions_section
-from tinylens.wording import get, num
+from tinylens.measures import describe, mean_test, share_test
+from tinylens.supporting.contributions import ROUGHLY_SAME_DIRECTION, contributions_section
+from tinylens.wording import block, get, grouped, num, stated
+from tinylens.wording import direction as direction_of
 
 
 def ablation_section(summary: Mapping, n_blocks: int) -> dict:
@@ -30,6 +31,36 @@ def ablation_section(summary: Mapping, n_blocks: int) -> dict:
         comparison[mode] = rows
     return {"paper": {v: {str(b): x for b, x in d.items()} for v, d in published.ABLATION.items()},
             "paper_context": published.ABLATION_CONTEXT, "comparison": comparison, "modes": dict(summary)}
+
+
+def ablation_differences(tables: Mapping[int, Mapping[str, np.ndarray]]) -> dict:
+    """The claim that the feed-forward term has the larger impact, as a paired test per block: per seed, d =
+    H(drop_ffwd) - H(drop_sa) on the same prompts (:func:`tinylens.measures.mean_test` over prompts), and over
+    the seeds the t-test of their mean differences against 0 (the seeds' spread decides the block's verdict).
+    ``tables``: seed -> columns of its ablation table. Returns ``{mode: {context: [one record per block,
+    0-based: {"block", "per_seed": {seed: test}, "over_seeds": test}]}}``."""
+    per_seed: dict = {}
+    for seed, t in tables.items():
+        mode, context, variant = (np.asarray(t[k]) for k in ("mode", "context", "variant"))
+        ids, h = np.asarray(t["prompt_id"]), np.asarray(t["hellinger"], dtype=np.float64)
+        for m, c in sorted(set(zip(mode, context))):
+            rows = {}
+            for v in ("drop_sa", "drop_ffwd"):
+                sel = np.flatnonzero((mode == m) & (context == c) & (variant == v))
+                order = sel[np.argsort(ids[sel], kind="stable")]
+                rows[v] = (ids[order], h[order])
+            if not np.array_equal(rows["drop_sa"][0], rows["drop_ffwd"][0]):
+                raise ValueError(f"seed {seed}, {m} mode, {c}: the two variants were not run on the same prompts")
+            per_seed.setdefault(m, {}).setdefault(c, {})[str(seed)] = rows["drop_ffwd"][1] - rows["drop_sa"][1]
+    out: dict = {}
+    for m, contexts in per_seed.items():
+        for c, seeds in contexts.items():
+            n_blocks = next(iter(seeds.values())).shape[1]
+            out.setdefault(m, {})[c] = [
+                {"block": b, "per_seed": {seed: mean_test(d[:, b]) for seed, d in seeds.items()},
+                 "over_seeds": mean_test([d[:, b].mean() for d in seeds.values()])}
+                for b in range(n_blocks)]
+    return out
 
 
 def criterion_section(per_mode: Mapping[str, Mapping], n_blocks: int) -> dict:
@@ -105,7 +136,8 @@ def family_metrics(ablation: Mapping[int, Mapping[str, np.ndarray]], scaling: Ma
     (:func:`tinylens.supporting.robustness.summarize`), kept as it is."""
     modes = list(scaling)
     sections = {
-        "ablation": ablation_section(summarize_ablation(ablation), n_blocks),
+        "ablation": {**ablation_section(summarize_ablation(ablation), n_blocks),
+                     "ffwd_minus_sa": ablation_differences(ablation)},
         "criterion": criterion_section(criterion, n_blocks),
         "token_subspaces": subspace_section(stages, n_blocks, fits),
         "final_layernorm": {"paper": published.FINAL_LAYERNORM,
@@ -213,8 +245,21 @@ def summarize_noise(cols: dict[str, np.ndarray]) -> dict:
 
 
 def summarize_endpoint(cols: dict[str, np.ndarray]) -> dict:
-    """Mean, std and quartiles of each endpoint statistic."""
-    return {k: describe(cols[k]) for k in ("cosine", "norm_ratio", "hellinger")}
+    """Mean, std and quartiles of each endpoint statistic (``sa_``: the attention-only endpoint), and the
+    tests of the paper's reading: each endpoint shorter than x_7 (the sign test of the share of prompts
+    with a norm ratio below 1), and the feed-forward-only endpoint nearer x_7 than the attention-only one
+    in direction and in distribution (paired t-tests of the differences over prompts)."""
+    keys = ("cosine", "norm_ratio", "hellinger")
+    out = {k: describe(cols[k]) for k in keys}
+    if "sa_cosine" not in cols:  # tables of earlier runs have no attention-only endpoint
+        return out
+    ratio, sa_ratio = (np.asarray(cols[k], dtype=np.float64) for k in ("norm_ratio", "sa_norm_ratio"))
+    return {**out, **{f"sa_{k}": describe(cols[f"sa_{k}"]) for k in keys},
+            "tests": {"ffwd_shorter": share_test(int((ratio < 1).sum()), len(ratio)),
+                      "sa_shorter": share_test(int((sa_ratio < 1).sum()), len(sa_ratio)),
+                      "cosine_ffwd_minus_sa": mean_test(np.asarray(cols["cosine"]) - np.asarray(cols["sa_cosine"])),
+                      "hellinger_ffwd_minus_sa": mean_test(np.asarray(cols["hellinger"])
+                                                           - np.asarray(cols["sa_hellinger"]))}}
 
 
 def summarize_stage(cols: dict, target_nll: float, samples: int) -> dict:
@@ -295,18 +340,79 @@ def _f(x) -> float | None:
 
 def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
     """The family's sentences of the run's findings (tinylens.findings), on ``mode``'s prompts (the first
-    mode of the metrics where it has none). ``documents``: ``supporting`` (metrics/supporting.json)."""
+    mode of the metrics where it has none): each of source 002's supporting claims with its verdict and the
+    test that decided it; blocks counted from 1. ``documents``: ``supporting`` (metrics/supporting.json)."""
     doc = documents["supporting"]
     comparison = get(doc, "ablation", "comparison")
     mode = mode if mode in comparison else next(iter(comparison))
+    prompts = f"{mode} prompts" if mode != "paper" else "the paper's prompts"
     out = []
     blocks = get(comparison, mode)
     ffwd = [get(b, "one_token_drop_ffwd") for b in blocks]
     sa = [get(b, "one_token_drop_sa") for b in blocks]
-    larger = sum(f > s for f, s in zip(ffwd, sa))
-    out.append(f"Removing a block's feed-forward term moves the next-token distribution more than removing its "
-               f"attention term in {larger} of {len(blocks)} blocks (mean Hellinger, the paper's one-token "
-               f"variant, {mode} prompts; block 1: {num(ffwd[0], 2)} against {num(sa[0], 2)}).")
+    rows = get(doc, "ablation", "ffwd_minus_sa", mode, "one_token")
+    seeds = len(get(rows[0], "per_seed"))
+    out.append("Source 002's \"the feed-forward output always has the larger impact\": removing a block's feed-forward "
+               "term moves the next-token distribution more than removing its attention term (the paper's one-token "
+               f"variant, {prompts}; per block the mean Hellinger difference drop-ffwd minus drop-sa of each of the "
+               f"{seeds} seeds, t-test over the seeds): "
+               + grouped([(block(get(r, "block")), get(r, "over_seeds")) for r in rows], "larger", "smaller")
+               + f"; in block 1 the mean distances are {num(ffwd[0], 2)} against {num(sa[0], 2)}.")
+    versus = get(doc, "attention_vs_ffwd", "modes", mode)
+    longer = [(block(get(r, "block")), get(r, "ffwd_longer")) for r in versus]
+    held = sum(direction_of(t) == "above" for _, t in longer)
+    out.append("Source 002's \"the feed-forward outputs are generally longer than the self-attention outputs\" (per "
+               "block, the share of prompts with |ffwd_b| > |sa_b|, sign test against one half): the feed-forward "
+               "output is " + grouped(longer, "longer", "shorter", what="share")
+               + f"; the claim holds in {held} of {len(longer)} blocks.")
+    same = [(block(get(r, "block")), get(r, "cos_ffwd_sa_against_same_direction")) for r in versus]
+    zero = [(block(get(r, "block")), get(r, "cos_ffwd_sa_against_0")) for r in versus]
+    held = sum(direction_of(t) == "above" for _, t in same)
+    out.append("Source 002's \"within a block the two outputs point in roughly the same direction\" (read as a mean "
+               f"cos(ffwd_b, sa_b) above {num(ROUGHLY_SAME_DIRECTION)}, an angle under 60 degrees; t-tests over "
+               f"prompts) holds in {held} of {len(same)} blocks: against {num(ROUGHLY_SAME_DIRECTION)} the mean cosine "
+               "is " + grouped(same, "above", "below") + "; against 0 it is " + grouped(zero, "above", "below") + ".")
+    closer = sum(direction_of(get(r, "ffwd_closer_to_output")) == "above" for r in versus)
+    share = get(doc, "attention_vs_ffwd", "ffwd_parameter_share", "ours", "percent")
+    out.append(f"The feed-forward output is closer in direction than the attention output to the block's output in "
+               f"{closer} of {len(versus)} blocks (sign test over prompts); it holds {num(share, 4)}% of the "
+               f"parameters (the paper's model: {published.FFWD_SHARE['percent']}%).")
+    endpoint = get(doc, "ffwd_endpoint")
+    if mode in endpoint:
+        e = get(endpoint, mode)
+        tests = get(e, "tests")
+        out.append(
+            "Source 002's \"the feed-forward-only endpoint is shorter and closely aligned\": f = x_1 + sum_b ffwd_b "
+            "against the real final residual x_7 is "
+            + stated(get(tests, "ffwd_shorter"), "shorter", "longer", "no different in length",
+                     what="share of prompts with |f| < |x_7|")
+            + f" (mean norm ratio {num(get(e, 'norm_ratio', 'mean'))}); the attention-only endpoint a = x_1 + sum_b "
+            "sa_b is " + stated(get(tests, "sa_shorter"), "shorter", "longer", "no different in length",
+                                what="share of prompts with |a| < |x_7|")
+            + f" (mean norm ratio {num(get(e, 'sa_norm_ratio', 'mean'))}). f points the way of x_7 (mean cosine "
+            f"{num(get(e, 'cosine', 'mean'))}, against a's {num(get(e, 'sa_cosine', 'mean'))}): the paired difference "
+            "cos(f, x_7) - cos(a, x_7) is " + stated(get(tests, "cosine_ffwd_minus_sa"), "above 0", "below 0",
+                                                     "no different from 0")
+            + f"; its distribution is {num(get(e, 'hellinger', 'mean'))} from the model's (mean Hellinger, against "
+            f"a's {num(get(e, 'sa_hellinger', 'mean'))}), the paired difference "
+            + stated(get(tests, "hellinger_ffwd_minus_sa"), "above 0", "below 0", "no different from 0") + ".")
+    subspaces = get(doc, "token_subspaces")
+    ratio = get(subspaces, "a_at_ln_f_input", "sigma_ratio")
+    if ratio is not None:
+        bound = published.SUBSPACE_SIGMA_RATIO["sigma_ratio_more_than"]
+        centred = get(subspaces, "a_at_ln_f_input", "sigma_ratio_centred")
+        stages = get(subspaces, "stages")
+        spread = get(stages, max(stages, key=int), "sigma_ratio_centred")
+        out.append(f"The token subspace of 'a' at the input of ln_f has sigma_1 / sigma_2 = {num(ratio)} by the "
+                   f"uncentred SVD, the one the paper's 6 is of (its notebooks do not centre the samples): "
+                   f"{'above' if ratio > bound else 'not above'} the paper's {num(bound)}; centred it is {num(centred)} "
+                   f"(every token's centred ratio lies between {num(get(spread, 'min'))} and {num(get(spread, 'max'))}): "
+                   "the learned samples lie in a cloud away from the origin, whose first uncentred direction is its "
+                   "mean, not along a line.")
+    if isinstance(doc, dict) and "robustness" in doc:  # metrics of earlier runs have no robustness section
+        from tinylens.supporting.robustness import findings_sentence
+
+        out.append(findings_sentence(get(doc, "robustness")))
     rows = get(doc, "criterion", "comparison", mode)
     last = next((r for r in rows if "end_of_model_abs" in r), None)
     if last is not None:
@@ -315,9 +421,9 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
         relation = "above" if rate > null + 2 * sd else "below" if rate < null - 2 * sd else "within two standard deviations of"
         used, left_out = get(last, "end_of_model_used"), get(last, "end_of_model_excluded_unconverged")
         out.append(f"The criterion (every top token within the first half by |cos|) holds for {num(rate, 3)}% of the "
-                   f"{num(used)} prompts at block {get(last, 'block') + 1} with end-of-model subspaces ({num(left_out)} "
-                   f"left out for a top token whose subspace did not converge), {relation} its permutation "
-                   f"null ({num(null, 3)}% +- {num(sd, 2)}).")
+                   f"{num(used)} prompts at block {block(get(last, 'block'))} with end-of-model subspaces "
+                   f"({num(left_out)} left out for a top token whose subspace did not converge), {relation} its "
+                   f"permutation null ({num(null, 3)}% +- {num(sd, 2)}).")
     own = sorted((r for r in rows if "end_of_model_abs_block_alone" in r), key=lambda r: get(r, "block"))
     if own:  # criterion files of earlier runs have no block-alone rates
         out.append(f"At each block's own best threshold (where the block alone approximates the model best on the "
@@ -327,30 +433,6 @@ def findings(documents: Mapping[str, object], mode: str = "paper") -> list[str]:
                    + f" of the {mode} prompts at blocks {get(own[0], 'block') + 1} to {get(own[-1], 'block') + 1} "
                    f"(at the joint thresholds: " + ", ".join(f"{num(get(r, 'end_of_model_abs'), 3)}%" for r in own)
                    + ", end-of-model subspaces).")
-    ratio = get(doc, "token_subspaces", "a_at_ln_f_input", "sigma_ratio")
-    if ratio is not None:
-        bound = published.SUBSPACE_SIGMA_RATIO["sigma_ratio_more_than"]
-        out.append(f"The token subspace of 'a' at the input of ln_f has sigma_1 / sigma_2 = {num(ratio)} "
-                   f"({'above' if ratio > bound else 'not above'} the paper's {num(bound)}).")
-    endpoint = get(doc, "ffwd_endpoint")
-    if mode in endpoint:
-        out.append(f"The feed-forward-only endpoint x_1 + sum_b ffwd_b points the way of the real final residual "
-                   f"(mean cosine {num(get(endpoint, mode, 'cosine', 'mean'))}) and its distribution is "
-                   f"{num(get(endpoint, mode, 'hellinger', 'mean'))} from the model's (mean Hellinger).")
-    versus = doc.get("attention_vs_ffwd", {}) if isinstance(doc, dict) else {}
-    if mode in versus.get("modes", {}):
-        rows = get(versus, "modes", mode)
-        longer = sum(get(r, "ffwd_longer", "verdict") == "holds" for r in rows)
-        closer = sum(get(r, "ffwd_closer_to_output", "verdict") == "holds" for r in rows)
-        share = get(versus, "ffwd_parameter_share", "ours", "percent")
-        out.append(f"The feed-forward output is longer than the attention output in {longer} of {len(rows)} blocks and "
-                   f"closer in direction to the block's output in {closer} of {len(rows)} (share of prompts with its "
-                   f"95% Wilson interval above one half); it holds {num(share, 4)}% of the parameters (the paper's "
-                   f"model: {published.FFWD_SHARE['percent']}%).")
-    if isinstance(doc, dict) and "robustness" in doc:  # metrics of earlier runs have no robustness section
-        from tinylens.supporting.robustness import findings_sentence
-
-        out.append(findings_sentence(get(doc, "robustness")))
     end = get(doc, "token_subspaces", "stages")
     last = end[max(end, key=int)] if end else {}
     if "tokens_converged" in last:

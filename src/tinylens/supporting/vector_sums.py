@@ -4,7 +4,8 @@ At the last position the final residual is ``x_7 = x_1 + sum_b (sa_b + ffwd_b)``
 (``x_1`` the embedding). The paper's picture: the feed-forward outputs alone,
 ``f = x_1 + sum_b ffwd_b``, land close to ``x_7``, and unembedding ``f``
 gives nearly the model's distribution. :func:`ffwd_only_endpoint` measures
-that on every prompt; :func:`tip_to_tail` draws a sequence of vectors in 2-D
+that on every prompt, beside the attention-only endpoint ``a = x_1 + sum_b sa_b``
+(the comparison that gives "closely aligned" a meaning); :func:`tip_to_tail` draws a sequence of vectors in 2-D
 to scale.
 """
 
@@ -34,18 +35,21 @@ def residual_terms(model: Transformer, tokens: Tensor) -> dict[str, Tensor]:
 
 @torch.no_grad()
 def ffwd_only_endpoint(model: Transformer, tokens: Tensor) -> dict[str, np.ndarray]:
-    """Columns of :data:`ENDPOINT_SCHEMA` (less mode and prompt_id), one row per prompt."""
+    """Columns of :data:`ENDPOINT_SCHEMA` (less mode and prompt_id), one row per prompt: the feed-forward-only
+    endpoint ``f = x_1 + sum_b ffwd_b`` and, beside it, the attention-only one ``a = x_1 + sum_b sa_b``, each
+    against the real ``x_7`` (cosine, norm ratio, and H of its distribution from the model's)."""
     terms = residual_terms(model, tokens)
     x7 = terms["ln_f_input"]
-    f = terms["embed"] + terms["ffwd_out"].sum(0)
-    # Unembedded exactly as the model unembeds x_7: through ln_f and lm_head, from the input of ln_f.
-    p_f = softmax(run(model, resid=f[:, None, :], start=model.config.n_layer, last_only=True).logits)
-    return {
-        "cosine": cosine(f, x7).numpy(),
-        "norm_ratio": (f.double().norm(dim=-1) / x7.double().norm(dim=-1)).numpy(),
-        "final_norm": x7.double().norm(dim=-1).numpy(),
-        "hellinger": hellinger(p_f, softmax(terms["logits"])).numpy(),
-    }
+    q = softmax(terms["logits"])
+    out = {"final_norm": x7.double().norm(dim=-1).numpy()}
+    for prefix, kind in (("", "ffwd_out"), ("sa_", "sa_out")):
+        end = terms["embed"] + terms[kind].sum(0)
+        # Unembedded exactly as the model unembeds x_7: through ln_f and lm_head, from the input of ln_f.
+        p_end = softmax(run(model, resid=end[:, None, :], start=model.config.n_layer, last_only=True).logits)
+        out |= {f"{prefix}cosine": cosine(end, x7).numpy(),
+                f"{prefix}norm_ratio": (end.double().norm(dim=-1) / x7.double().norm(dim=-1)).numpy(),
+                f"{prefix}hellinger": hellinger(p_end, q).numpy()}
+    return out
 
 
 def angle_degrees(a: np.ndarray, b: np.ndarray) -> float:
