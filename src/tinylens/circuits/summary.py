@@ -8,7 +8,7 @@ import polars as pl
 
 from tinylens.circuits.schemas import KINDS
 from tinylens.circuits.training import VARIANTS, across_seeds, formation, top_pairs, variant_name
-from tinylens.wording import get, num, span
+from tinylens.wording import block, get, num, span
 
 #: A transformation "leaves the real model unchanged" when no logit moves by more than this
 #: (float64 throughout, so rounding gives ~1e-13; LayerNorm's eps makes a scaling move the logits
@@ -145,8 +145,9 @@ def findings(documents: dict) -> list[str]:
     if "not_run" in result:  # an external model: the top pairs, and why the symmetry test is not run
         top = get(doc, "top_pairs", "token/folded", "K", 0)
         strongest = (f"The K-composition furthest above its random-head baseline in the token basis (LayerNorm "
-                     f"folded) is block {top['layer_a']}, head {top['head_a']} -> block {top['layer_b']}, head "
-                     f"{top['head_b']}: {num(top['score'])} against {num(top['baseline_mean'])} +- "
+                     f"folded) is block {block(top['layer_a'])}, head {block(top['head_a'])} -> block "
+                     f"{block(top['layer_b'])}, head {block(top['head_b'])}: {num(top['score'])} against "
+                     f"{num(top['baseline_mean'])} +- "
                      f"{num(top['baseline_std'], 2)} (z = {num(top['z'], 2)}).")
         return [strongest, f"The symmetry test is not run: {result['not_run']}."]
     survive = get(result, "real_model_survives_with_layernorm")
