@@ -145,7 +145,7 @@ def test_missing_block_file_is_file_not_found(tmp_path):
         load_logits(tmp_path, CFG.vocab_size)
 
 
-@pytest.mark.parametrize("where", ["tinylens.core.activations.run", "tinylens.tables.to_record_batch"],
+@pytest.mark.parametrize("where", ["tinylens.core.activations._shared_prefix_pass", "tinylens.tables.to_record_batch"],
                          ids=["forward", "writer thread"])
 def test_failed_dump_leaves_no_files(tmp_path, model, tokenizer, strings, monkeypatch, where):
     import importlib
@@ -167,9 +167,10 @@ def test_failed_dump_leaves_no_files(tmp_path, model, tokenizer, strings, monkey
 
 
 @pytest.mark.parametrize("kinds", [["ffwd_out"], list(VECTOR_KINDS)], ids=["ffwd_out", "every kind"])
-def test_the_dump_is_byte_identical_to_the_unchunked_unthreaded_one(tmp_path, model, tokenizer, strings, kinds):
-    """Forward passes of a few strings at a time and a writer thread change no byte of any file
-    (benchmarks/dump_activations.py's reference: one forward per batch recording every kind, writing in turn)."""
+def test_the_dump_is_deterministic_and_a_plain_forward_to_rounding(tmp_path, model, tokenizer, strings, kinds):
+    """Two dumps of a few strings at a time with the writer thread are the same bytes, and their values those of
+    benchmarks/dump_activations.py's reference (one plain forward per batch recording every kind, written in
+    turn) to float32 rounding, whatever the chunk."""
     import filecmp
     import importlib.util
     from pathlib import Path
@@ -178,13 +179,46 @@ def test_the_dump_is_byte_identical_to_the_unchunked_unthreaded_one(tmp_path, mo
         "dump_benchmark", Path(__file__).resolve().parents[1] / "benchmarks/dump_activations.py")
     benchmark = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(benchmark)
-    old, new = tmp_path / "old", tmp_path / "new"
-    old.mkdir(), new.mkdir()
+    old, whole, new, again = (tmp_path / name for name in ("old", "whole", "new", "again"))
+    for folder in (old, whole, new, again):
+        folder.mkdir()
     benchmark.reference_dump(model, tokenizer, strings, old, kinds, batch_size=64)
-    dump_activations(model, tokenizer, strings, new, kinds, batch_size=64, chunk=24, progress=False)  # 5 row groups
+    dump_activations(model, tokenizer, strings, whole, kinds, batch_size=64, chunk=64, progress=False)
+    for folder in (new, again):
+        dump_activations(model, tokenizer, strings, folder, kinds, batch_size=64, chunk=24, progress=False)  # 5 row groups
     names = sorted(p.name for p in old.iterdir())
     assert len(names) == CFG.n_layer + 1
-    assert filecmp.cmpfiles(old, new, names, shallow=False) == (names, [], [])
+    assert filecmp.cmpfiles(new, again, names, shallow=False) == (names, [], [])
+    for dump in (whole, new):
+        for b in range(CFG.n_layer):
+            for k in kinds:
+                np.testing.assert_allclose(load_block(dump, b, k, CFG.d_model), load_block(old, b, k, CFG.d_model),
+                                           atol=2e-6, rtol=0)
+        np.testing.assert_allclose(load_logits(dump, CFG.vocab_size), load_logits(old, CFG.vocab_size), atol=2e-6,
+                                   rtol=0)
+
+
+def test_strings_that_share_prefixes_get_a_plain_forwards_activations(model, tokenizer, corpus_path):
+    """The sorted windows of a text share most of their first characters: each distinct prefix is computed
+    once (tinylens.core.activations.last_position on a CPU), and every row is still its own string's, in order,
+    in one chunk or in chunks of 7."""
+    from tinylens.core.activations import last_position, prefix_levels
+
+    text = corpus_path.read_text()[:3000]
+    windows = sorted({text[i : i + 10] for i in range(len(text) - 10)})
+    ids = np.stack([tokenizer.encode(w) for w in windows]).astype(np.int64)
+    levels = prefix_levels(ids)
+    assert len(levels[0][1]) < 0.2 * len(ids) and len(levels[-1][1]) == len(ids)  # shared first characters
+    with torch.no_grad():
+        logits, blocks = last_position(model, torch.from_numpy(ids), list(VECTOR_KINDS), chunk=len(ids))
+        again, blocks_again = last_position(model, torch.from_numpy(ids), list(VECTOR_KINDS), chunk=7)
+        plain, acts = record_activations(model, torch.from_numpy(ids), positions="last", patterns=False)
+    for got, got_blocks in ((logits, blocks), (again, blocks_again)):
+        np.testing.assert_allclose(got, plain.numpy(), atol=2e-6, rtol=0)
+        for b in range(CFG.n_layer):
+            for k in VECTOR_KINDS:
+                np.testing.assert_allclose(got_blocks[b][k], acts[k][b].numpy(), atol=2e-6, rtol=0,
+                                           err_msg=f"block {b} {k}")
 
 
 def test_dump_rejects_bad_input(tmp_path, model, tokenizer):
