@@ -3,19 +3,19 @@
     python benchmarks/dump_activations.py                         # 50,000 strings, the small preset's model shape
     python benchmarks/dump_activations.py --strings 20000 --rounds 3 --old-threads 2
 
-The model is the preset's shape with random weights (a trained one costs the same). The strings are
-``substring_length``-character windows of the corpus at random offsets. Each round runs the reference (one
+The model is the preset's shape with random weights (a trained one costs the same). The strings are a run of
+``--strings`` of the corpus's distinct ``substring_length``-character windows, sorted, as the strings table holds
+them (the current dump computes each distinct prefix once). Each round runs the reference (one
 forward of a whole ``dump_batch_size`` batch recording every kind, conversion and Parquet writing in turn, with
 ``--old-threads`` torch threads: the rule's threads before) and the current :func:`tinylens.core.activations.dump_activations`
 (``--new-threads``), alternating, and reports process CPU seconds (every thread's, what a loaded machine does not
-inflate much) and wall seconds. Every file of the two dumps must be byte-identical, or it stops. Also prints the
+inflate much) and wall seconds. The two dumps' values must agree to float32 rounding (1e-5), or it stops. Also prints the
 reference's time split into forward, conversion to Arrow, and Parquet writing.
 """
 
 from __future__ import annotations
 
 import argparse
-import filecmp
 import statistics
 import sys
 import tempfile
@@ -34,6 +34,7 @@ from tinylens.core.activations import (
     block_path,
     block_schema,
     dump_activations,
+    load_block,
     logits_schema,
     strings_digest,
 )
@@ -102,8 +103,10 @@ def main(argv=None) -> None:
     tokenizer = CharTokenizer.fit(text)
     torch.manual_seed(0)
     model = Transformer(model_config({**preset["model"], "dropout": 0.0}, tokenizer.vocab_size)).eval()
-    offsets = np.random.default_rng(0).integers(0, len(text) - length, args.strings)
-    strings = [text[o : o + length] for o in offsets]
+    # as the strings dump reads them: distinct windows of the text, sorted (a run of them from the middle)
+    windows = sorted({text[o : o + length] for o in range(len(text) - length + 1)})
+    start = max(0, (len(windows) - args.strings) // 2)
+    strings = windows[start : start + args.strings]
     kinds, batch_size = analysis["string_kinds"], analysis["dump_batch_size"]
     for key, value in machine().items():
         print(f"- {key}: {value}")
@@ -120,16 +123,17 @@ def main(argv=None) -> None:
                                                                       batch_size, parts), args.old_threads))
             new_times.append(timed(lambda: dump_activations(model, tokenizer, strings, new_dir, kinds, batch_size,
                                                             progress=False), args.new_threads))
-            names = [block_path(".", b).name for b in range(model.config.n_layer)] + ["logits.parquet"]
-            _, differ, missing = filecmp.cmpfiles(old_dir, new_dir, names, shallow=False)
-            if differ or missing:
-                raise SystemExit(f"the dumps differ: {differ + missing}")
+            worst = max(float(np.abs(load_block(old_dir, b, k, model.config.d_model)
+                                     - load_block(new_dir, b, k, model.config.d_model)).max())
+                        for b in range(model.config.n_layer) for k in kinds)
+            if worst > 1e-5:
+                raise SystemExit(f"the dumps differ by up to {worst:.2e}")
     print("| round | reference CPU s | current CPU s | ratio | reference wall s | current wall s | ratio |")
     print("|---|---|---|---|---|---|---|")
     for i, ((oc, ow), (nc, nw)) in enumerate(zip(old_times, new_times, strict=True), 1):
         print(f"| {i} | {oc:.2f} | {nc:.2f} | {nc / oc:.2f} | {ow:.2f} | {nw:.2f} | {nw / ow:.2f} |")
     ratio = statistics.median(n[0] / o[0] for o, n in zip(old_times, new_times, strict=True))
-    print(f"\nmedian CPU ratio current/reference: {ratio:.2f}; the files are byte-identical")
+    print(f"\nmedian CPU ratio current/reference: {ratio:.2f}; the values agree to {worst:.1e} (float32 rounding)")
     total = sum(split.values())
     print("reference's CPU seconds, round 1: " + ", ".join(f"{k} {v:.2f} ({v / total:.0%})" for k, v in split.items()))
 

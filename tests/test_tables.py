@@ -246,3 +246,24 @@ def test_align_ids_reorders_and_refuses_what_does_not_line_up():
         align_ids(np.array([12, 13, 10, 11]), np.array([10, 11, 12]), "shards", "prompts")
     with pytest.raises(ValueError, match=r"shards has repeated ids \[10\]"):
         align_ids(np.array([10, 10, 11]), np.array([10, 11]), "shards", "prompts")
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["write_table", "table_writer"])
+def test_floating_point_columns_are_written_without_a_dictionary(tmp_path, streamed):
+    """Floats (and lists of them) are nearly all distinct: no dictionary page, which would cost CPU and bytes
+    (tinylens.tables.dictionary_columns); the other columns keep theirs, and every value reads back."""
+    schema = Schema("mixed", {**SCHEMA.columns, "score": pa.float64()})
+    cols = {**_columns(50), "score": np.random.default_rng(1).normal(size=50)}
+    path = tmp_path / "t.parquet"
+    if streamed:
+        with table_writer(path, schema) as write:
+            write(cols)
+    else:
+        write_table(path, schema, cols)
+    chunks = pq.ParquetFile(path).metadata.row_group(0)
+    dictionary = {chunks.column(i).path_in_schema.split(".")[0]: chunks.column(i).has_dictionary_page
+                  for i in range(chunks.num_columns)}
+    assert dictionary == {"id": True, "name": True, "vec": False, "score": False}
+    table = read_table(path, schema)
+    _assert_table_equals(table.select(["id", "name", "vec"]), cols)
+    np.testing.assert_array_equal(table["score"].to_numpy(), cols["score"])

@@ -7,10 +7,10 @@ last position's activations are kept. One file per block,
 strings; and ``logits.parquet`` with the model's last-position logits.
 Batches stream to disk, so memory stays at two batches whatever the scale: one
 is written (converted, zstd-compressed) by a writer thread while the next is
-computed. On a CPU each batch's forward runs :data:`CPU_CHUNK` strings at a time,
-whose intermediates stay in the CPU's cache; the rows are the same floats as
-one forward of the whole batch (checked by the tests), and every batch is still
-one Parquet row group, so the files are those of an unchunked dump.
+computed. On a CPU each batch runs :data:`CPU_CHUNK` strings at a time, each
+distinct prefix of a chunk once (:func:`last_position`): the values are one
+plain forward pass's to float32 rounding (checked by the tests), and every batch
+is still one Parquet row group.
 
 Readers join a dump to a string or prompt table by row, so every file also
 records the sha256 of the strings it was dumped for (:func:`strings_digest`,
