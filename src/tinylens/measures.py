@@ -255,29 +255,23 @@ def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float,
 
 def paired_difference(a, b, level: float = 0.95) -> dict[str, float | int]:
     """The paired comparison of two sets of per-item values on the same items (``a[i]`` and ``b[i]`` of item i):
-    the mean of the differences d = a - b, its standard error (:func:`standard_error`), the ``level`` interval of
-    the mean and the two-sided p-value of the paired t-test (``n - 1`` degrees of freedom, Student's t). One test
-    gives all three, so the interval excludes 0 exactly when p < 1 - level. Values rounded to 6 significant
-    digits (signs kept: a bound just above 0 stays above it); ``n`` at least 2."""
+    :func:`mean_test` of the differences d = a - b against 0 (the paired t-test), as the mean difference, its
+    standard error, the ``level`` interval and the two-sided p; one test gives all three, so the interval excludes
+    0 exactly when p < 1 - level. Values rounded to 6 significant digits (signs kept: a bound just above 0 stays
+    above it); ``n`` at least 2."""
     d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
     n = len(d)
     if n < 2 or np.ndim(d) != 1:
         raise ValueError(f"a paired difference needs two 1-D arrays of the same items, at least 2 of them; got {n}")
-    mean, se = float(d.mean()), standard_error(d)
-    if se == 0:  # every difference equal: no spread, the mean is the difference exactly
-        t, p, half = None, (0.0 if mean else 1.0), 0.0  # t is infinite (or 0 / 0): None in the JSON
-    else:
-        from scipy import stats  # here, not at the top: planning the workflow imports this module
-
-        t = mean / se
-        p = float(2 * stats.t.sf(abs(t), n - 1))
-        half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * se
+    test = mean_test(d, null=0.0, level=1 - level)
 
     def r(x: float) -> float:
         return float(f"{x:.6g}")
 
-    return {"mean_difference": r(mean), "standard_error": r(se), "ci_low": r(mean - half), "ci_high": r(mean + half),
-            "t": None if t is None else r(t), "p": r(p), "n": n, "level": level}
+    low, high = test["ci95"]
+    return {"mean_difference": r(test["mean"]), "standard_error": r(test["se"]), "ci_low": r(low),
+            "ci_high": r(high), "t": None if test["t"] is None else r(test["t"]), "p": r(test["p"]), "n": n,
+            "level": level}
 
 
 # --- tests whose verdict and numbers come from one record (tinylens.wording words them) ----------------------
