@@ -157,7 +157,7 @@ def test_a_byte_compiled_clone_restores_to_identical_artifacts_and_plans_nothing
 
 
 FIGURES = {
-    "loss_curves", "hellinger_histogram", "threshold_sweep", "case_studies", "robustness",
+    "loss_curves", "hellinger_histogram", "threshold_sweep", "case_studies", "robustness", "controls",
     # circuits family
     "composition_heatmaps", "composition_symmetry", "composition_kendall_tau", "composition_over_training",
     "composition_across_seeds",

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from tinylens.comparison import ROWS, TABLE_SCHEMA
+from tinylens.comparison import OURS_ONLY, ROWS, TABLE_SCHEMA
 from tinylens.core.strings import load_prompts, load_strings, paper_prompts
 from tinylens.published import SEEDS as PAPER_SEEDS
 from tinylens.tables import read_csv
@@ -134,5 +134,6 @@ def test_comparison_table_renderings(finished_run):
     table = read_csv(finished_run / "comparison/paper_comparison.csv", TABLE_SCHEMA).to_pydict()
     assert table["id"] == [r.id for r in ROWS]
     md = (finished_run / "comparison/paper_comparison.md").read_text(encoding="utf-8").splitlines()
-    assert len(md) == 4 + len(ROWS) and md[0].startswith("consistent: ")
+    ours = sum(v == OURS_ONLY for v in table["verdict"])  # apart, under a title and a header of their own
+    assert ours and len(md) == 4 + len(ROWS) + 5 and md[0].startswith("consistent: ")
     assert any(line.startswith("| §6 | approximation vs model, mean of H") for line in md)
