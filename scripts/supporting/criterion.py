@@ -7,9 +7,9 @@ import numpy as np
 
 import tinylens.supporting.criterion as crit
 from tinylens.core.activations import load_block
-from tinylens.core.approx import grid_index, select_thresholds, summary_for_prompts
+from tinylens.core.approx import summary_for_prompts
 from tinylens.core.corpus import CharTokenizer
-from tinylens.core.search import cumulative, threshold_edges
+from tinylens.core.search import threshold_edges
 from tinylens.core.strings import load_prompts
 from tinylens.jobs import job
 from tinylens.model_config import load_config
@@ -27,10 +27,8 @@ with job(snakemake) as j:
     _, counts = summary_for_prompts(inp.shards, prompts["prompt_id"], cfg.n_layer, len(edges), cfg.vocab_size)
     on_eval = np.asarray(prompts["split"]) == "eval"
     tuned = j.read_json(inp.tuned)
-    # Block b alone at its tuned threshold: the summed next-token counts of the strings above it.
-    alone = select_thresholds(cumulative(counts[on_eval], axis=2), grid_index(tuned["thresholds"], edges))
-    prompt_dir = Path(inp.prompt_blocks[0]).parent
-    ffwd = [load_block(prompt_dir, b, "ffwd_out", cfg.d_model, strings=prompts["string"])[on_eval]
+    alone = crit.block_alone_counts(counts[on_eval], tuned["thresholds"], edges)
+    ffwd = [load_block(Path(inp.prompt_blocks[0]).parent, b, "ffwd_out", cfg.d_model, strings=prompts["string"])[on_eval]
             for b in range(cfg.n_layer)]
     subspaces = dict(load_subspaces(path, cfg.vocab_size, cfg.d_model) for path in inp.subspaces)
     directions, converged = crit.subspace_arrays(subspaces)
