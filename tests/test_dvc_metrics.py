@@ -86,16 +86,17 @@ def test_metrics_show_prints_each_run_headline_narrow_and_without_warnings(repo,
 
 
 def test_metrics_diff_compares_a_new_run_with_the_committed_headline(repo, dvc_repo):
-    before = snapshot_run(repo, "small", dvc_repo)
+    committed = snapshot_run(repo, "small", dvc_repo)
     sh("git", "add", "results/headline/small.json", cwd=dvc_repo)  # as `tinylens publish` does, with dvc.lock
     sh("git", "commit", "-qm", "Artifacts of the small preset", cwd=dvc_repo)
     assert metrics("diff", cwd=dvc_repo) == []
-    snapshot_run(repo, "small", dvc_repo, shift=0.01)
+    new = snapshot_run(repo, "small", dvc_repo, shift=0.01)
     rows = {tuple(line.split()[:2]): line.split()[2:] for line in metrics("diff", cwd=dvc_repo)[1:]}
-    # the committed snapshot's numbers (docs/snapshot/), then each moved by the shift
-    heldout, consistent = before["H"]["heldout"], before["consistent"]
-    assert rows[("results/headline/small.json", "H.heldout")] == [f"{heldout:.4f}", f"{heldout + 0.01:.4f}", "0.01"]
-    assert rows[("results/headline/small.json", "consistent")] == [str(consistent), str(consistent + 1), "1"]
+    old_h, new_h = committed["H"]["heldout"], new["H"]["heldout"]  # the snapshot's, rounded to 4 digits
+    assert new_h == pytest.approx(old_h + 0.01, abs=1e-4)
+    assert rows[("results/headline/small.json", "H.heldout")] == [str(old_h), str(new_h), "0.01"]
+    assert rows[("results/headline/small.json", "consistent")] == [str(committed["consistent"]),
+                                                                     str(committed["consistent"] + 1), "1"]
     assert {metric for _, metric in rows} == {"H.heldout", "H.paper", "H.seeds", "consistent", "val_loss"}
 
 

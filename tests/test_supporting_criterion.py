@@ -208,3 +208,12 @@ def test_aligned_subspaces_list_the_tokens_by_absolute_cosine():
     end = aligned_end_of_model(settings, np.array([33, 8]), ["first", "second"], ffwd,
                                {3: np.eye(4)[::-1], 4: directions}, "abcd", {3: ~flags, 4: flags})
     assert end == {"33": got["33"]}
+
+
+def test_block_alone_counts_sum_the_bins_at_and_above_each_blocks_threshold():
+    from tinylens.supporting.criterion import block_alone_counts
+
+    edges = np.array([0.7, 0.8, 0.9])
+    binned = np.arange(1 * 2 * 3 * 2).reshape(1, 2, 3, 2)  # [prompts blocks bins vocab]
+    got = block_alone_counts(binned, [0.8, 0.9], edges)
+    np.testing.assert_array_equal(got, [[binned[0, 0, 1:].sum(0), binned[0, 1, 2:].sum(0)]])

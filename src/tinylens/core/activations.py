@@ -93,8 +93,7 @@ def _shared_prefix_pass(model: Transformer, ids: np.ndarray, kinds: Sequence[str
                         ) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
     """:func:`last_position` of ``ids`` computed once per distinct prefix (see :func:`last_position`)."""
     cfg, device = model.config, next(model.parameters()).device
-    n_head, d_model = cfg.n_head, cfg.d_model
-    d_head = d_model // n_head
+    n_head, d_model, d_head = cfg.n_head, cfg.d_model, cfg.d_head
     levels = prefix_levels(ids)
     last = len(levels) - 1
     sizes = [len(first) for _, first, _ in levels]
@@ -134,19 +133,18 @@ def last_position(model: Transformer, batch: torch.Tensor, kinds: Sequence[str],
     On a CPU each distinct prefix of the rows is computed once (a causal model's activations at position p
     depend on tokens 0..p only): rows that share their first tokens share those positions' keys and values,
     and the last block runs its attention and feed-forward at the last position only. Sorted strings of 10
-    characters hold about 0.37 distinct prefixes per position, so about a third of the work of one forward
-    pass per row (docs/benchmarks.md). The attention is the same maths as the model's fused kernel, its sums
+    characters hold about 0.37 distinct prefixes per position: about half the CPU time of one forward pass per
+    row, measured (docs/benchmarks.md). The attention is the same maths as the model's fused kernel, its sums
     in another order: the values agree with :func:`tinylens.interventions.run`'s to float32 rounding (checked
     by the tests; the matrix products' rounding may also depend on how many rows a chunk holds). On an
     accelerator every chunk is one plain forward pass."""
     if batch.device.type == "cpu":
         ids = batch.numpy()
-        parts = [_shared_prefix_pass(model, ids[i : i + chunk], kinds) for i in range(0, len(ids), chunk)]
-        traces = [(logits, [{k: r[k] for k in kinds} for r in blocks]) for logits, blocks in parts]
+        traces = [_shared_prefix_pass(model, ids[i : i + chunk], kinds) for i in range(0, len(ids), chunk)]
     else:
         runs = [run(model, part, record=[f"blocks.*.{k}" for k in kinds], last_only=True) for part in batch.split(chunk)]
-        traces = [(t.logits, [{k: t.cache[hook_name(b, k)] for k in kinds}
-                                     for b in range(model.config.n_layer)]) for t in runs]
+        traces = [(t.logits, [{k: t.cache[hook_name(b, k)] for k in kinds} for b in range(model.config.n_layer)])
+                  for t in runs]
 
     def joined(values: list[torch.Tensor]) -> np.ndarray:
         value = values[0] if len(values) == 1 else torch.cat(values)

@@ -38,6 +38,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from tinylens.core.approx import grid_index, select_thresholds
+from tinylens.core.search import cumulative
 from tinylens.measures import cosine_matrix, descending_ranks
 
 #: Subspace variants: ``end_of_model`` pairs every block with the subspaces at the input of ln_f;
@@ -201,6 +203,13 @@ class CriterionSettings:
     seed: int  # seed of those draws
     aligned_prompts: tuple[int, ...] = ()  # prompt ids whose aligned subspaces are listed per block
     aligned_top: int = 5  # tokens listed per block
+
+
+def block_alone_counts(binned: np.ndarray, thresholds: Sequence[float], edges: np.ndarray) -> np.ndarray:
+    """Each block alone at its threshold: the summed next-token counts of the strings above it, ``[prompts blocks
+    vocab]``, from the search's per-bin counts ``[prompts blocks bins vocab]`` and each block's threshold (a value
+    on the ``edges`` grid)."""
+    return select_thresholds(cumulative(binned, axis=2), grid_index(thresholds, edges))
 
 
 def subspace_arrays(subspaces: dict[int, dict[str, np.ndarray]]) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
