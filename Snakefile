@@ -20,6 +20,14 @@ SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, SRC)
 os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p))
 
+# Every job's malloc (glibc reads these at start; other allocators ignore them). By default glibc returns freed
+# blocks above a moving threshold to the kernel and maps them anew, so a job that allocates the same temporaries
+# every step (training, the per-checkpoint measures) pays a page fault per 4 KiB page each time: 39 million in a
+# default run, a tenth of its CPU time in the kernel. Blocks under 32 MiB now stay in the heap for reuse
+# (docs/benchmarks.md, "malloc"). A value already in the environment wins.
+for name, value in {"MALLOC_MMAP_THRESHOLD_": 32 << 20, "MALLOC_TRIM_THRESHOLD_": 1 << 32, "MALLOC_TOP_PAD_": 64 << 20}.items():
+    os.environ.setdefault(name, str(value))
+
 from tinylens.atomic import remove_stale_temporaries
 from tinylens.config import validate_config
 
