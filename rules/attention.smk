@@ -155,9 +155,10 @@ rule next_token_alignment:
     """Source 001's premise (method.md §14): the final state against the next token's embedding row, in the original
     (untied) model and in the tied variant, on the same validation windows."""
     input:
-        **model_files(ORIGINAL, "weights", "config"),
+        **model_files(ORIGINAL, "weights", "config", "metrics"),
         tied=variant_files("tied", "weights")["weights"],
         tied_config=variant_files("tied", "config")["config"],
+        tied_metrics=variant_files("tied", "metrics")["metrics"],
         val=rules.tokenize.output.val,
     output:
         summary=results("attention/next_token_alignment.json"),

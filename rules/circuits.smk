@@ -56,7 +56,7 @@ rule symmetry_test:
 rule rmsnorm_symmetry:
     """Source 003 with RMSNorm (method.md §14): the symmetry test and the near-symmetries on the RMSNorm variant."""
     input:
-        **variant_files("rmsnorm", "weights", "config"),
+        **variant_files("rmsnorm", "weights", "config", "metrics"),
         val=rules.tokenize.output.val,
     output:
         summary=results("circuits/rmsnorm_symmetry.json"),

@@ -524,11 +524,15 @@ def test_the_findings_count_blocks_from_1_and_test_the_tied_premise():
            "spectra": {"most_self_attention": [head], "absorption": {"half_absorption_median": 19.3, "slowest": head}},
            "probes": {"best_logistic": {"balanced_accuracy": 0.2}, "chance": {"balanced_accuracy": 0.17},
                       "best_logistic_z_vs_shuffled": 1.2, "best_logistic_depth": 6},
-           "tied_embeddings": {"models": {"untied": untied, "tied": tied}}}
+           "tied_embeddings": {"models": {
+               "untied": {**untied, "training": {"seed": 1337, "steps": 2000, "val_loss": 1.811}},
+               "tied": {**tied, "training": {"seed": 1337, "steps": 1000, "val_loss": 2.012}}}}}
     text = " ".join(summary.findings({"attention": doc}))
     assert "The most self-attending head is block 3, head 2" in text and "after block 5)" in text
-    assert "in the untied model (seed 1337) the cosine is no different from 0 (mean " in text
-    assert "in the tied variant (seed 1337, trained as the original) the cosine is above 0 (mean 0.4" in text
+    assert ("in the untied model (seed 1337, 2,000 training steps, validation loss 1.81) the cosine is no different "
+            "from 0 (mean ") in text
+    assert ("in the tied variant (seed 1337, 1,000 training steps, validation loss 2.01) the cosine is above 0 "
+            "(mean 0.4") in text
     assert "the mean rank below chance (mean 3, " in text and disagreements(text) == []
 
 
@@ -537,5 +541,8 @@ def test_the_tied_variant_beside_the_untied_model(finished_run):
     alignment = json.loads((finished_run / "attention/next_token_alignment.json").read_text())
     untied, tied = (alignment["models"][k]["cos_embed"] for k in ("untied", "tied"))
     assert tied["cosine"]["mean"] > untied["cosine"]["mean"]  # a tied unembedding is the embedding
+    for name, folder in (("untied", "seed1337"), ("tied", "tied")):  # each model's training, as the sentence says
+        trained = json.loads((finished_run / f"models/{folder}/metrics.json").read_text())
+        assert alignment["models"][name]["training"] == {k: trained[k] for k in ("seed", "steps", "val_loss")}
     metrics = json.loads((finished_run / "metrics/attention.json").read_text())
     assert metrics["tied_embeddings"]["models"]["tied"] == alignment["models"]["tied"]

@@ -481,7 +481,8 @@ def test_the_findings_keep_uniform_scaling_apart_and_state_the_rmsnorm_claims():
     from tinylens.circuits.symmetry import near_symmetries
 
     near = near_symmetries(model, tokens, [0.001, 0.01, 0.3], seed=0)
-    section = rmsnorm_section({"norm": "rmsnorm", "transforms": symmetry_digest(summary),
+    section = rmsnorm_section({"norm": "rmsnorm", "training": {"seed": 1337, "steps": 1000, "val_loss": 2.1},
+                               "transforms": symmetry_digest(summary),
                                "near_symmetries": {"epsilons": [0.001, 0.01, 0.3], "max_kl": 0.01, "max_tau": 0.9,
                                                    "maps": near}})
     survivors = section["real_model_survives"] + section["real_model_survives_up_to_eps"]
@@ -498,7 +499,8 @@ def test_the_findings_keep_uniform_scaling_apart_and_state_the_rmsnorm_claims():
     text = " ".join(findings(doc))
     assert "Uniform scaling keeps the residual-basis ranking (Kendall tau 1), trivially" in text
     assert "Under the non-trivial non-orthogonal maps (cond10, cond1000), the residual-basis composition ranking" in text
-    assert "with RMSNorm only rotations and a scalar remain\" holds in the RMSNorm variant" in text
+    assert ("with RMSNorm only rotations and a scalar remain\" holds in the RMSNorm variant (seed 1337, 1,000 "
+            "training steps, validation loss 2.1)") in text
     assert "changed by cond10, cond1000 (logits move by at least" in text
     assert "within 0.01 nats the ranking falls to a Kendall tau of" in text
     assert "(it holds where a map within that KL brings tau to 0.9 or below)." in text

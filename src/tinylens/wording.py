@@ -50,6 +50,13 @@ def percent(share: float, digits: int = 2) -> str:
     return f"{num(100 * share, digits)}%"
 
 
+def trained(training: Mapping) -> str:
+    """How a model was trained, for a sentence that compares it with another: ``seed 1337, 2,000 training steps,
+    validation loss 1.81`` from ``tinylens.core.training_log.training_digest``."""
+    return (f"seed {training['seed']}, {num(training['steps'])} training steps, validation loss "
+            f"{num(training['val_loss'])}")
+
+
 # --- one convention for people (every sentence, figure and table a reader sees) ------------------------------
 
 #: The first line of every findings document: how blocks, layers and heads are counted, and what "source" and

@@ -13,7 +13,7 @@ import numpy as np
 
 from tinylens.attention.schemas import EIGEN_AGREEMENT, WEIGHTINGS
 from tinylens.measures import standard_error
-from tinylens.wording import block, get, num, percent, stated
+from tinylens.wording import block, get, num, percent, stated, trained
 
 #: What the sources say each measurement should show.
 SOURCE_CLAIMS = {
@@ -185,8 +185,9 @@ def _tied_sentence(tied: Mapping) -> str:
     return ("Source 001's premise that the final state points at the next token's embedding presumes tied "
             f"embeddings, and our models are untied; between the final state and the next token's embedding row "
             f"(t-tests over {num(get(tied, 'models', 'untied', 'positions'))} validation positions; chance rank "
-            f"{num(chance, 2)} of {get(tied, 'models', 'untied', 'vocab_size')}), in the untied model (seed 1337) "
-            + part("untied") + "; in the tied variant (seed 1337, trained as the original) " + part("tied") + ".")
+            f"{num(chance, 2)} of {get(tied, 'models', 'untied', 'vocab_size')}), in the untied model "
+            f"({trained(get(tied, 'models', 'untied', 'training'))}) " + part("untied") + "; in the tied variant "
+            f"({trained(get(tied, 'models', 'tied', 'training'))}) " + part("tied") + ".")
 
 
 def paired(real: np.ndarray, baseline: np.ndarray) -> dict:

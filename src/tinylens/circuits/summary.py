@@ -8,7 +8,7 @@ import polars as pl
 
 from tinylens.circuits.schemas import KINDS
 from tinylens.circuits.training import VARIANTS, across_seeds, formation, top_pairs, variant_name
-from tinylens.wording import block, get, num, span
+from tinylens.wording import block, get, num, span, trained
 
 #: A transformation "leaves the real model unchanged" when no logit moves by more than this
 #: (float64 throughout, so rounding gives ~1e-13; LayerNorm's eps makes a scaling move the logits
@@ -77,7 +77,7 @@ def rmsnorm_section(result: dict) -> dict:
     small = [m for m in near["maps"] if m["kl_mean"] <= near["max_kl"]]
     best = min(small, key=lambda m: m["kendall_tau_min"]) if small else None
     return {
-        "norm": result["norm"],
+        "norm": result["norm"], "training": result["training"],
         "real_model_survives": survivors, "real_model_survives_up_to_eps": up_to_eps,
         "real_model_changes": changed,
         # every rotation survives, and a scaling (up to eps at most); nothing else does
@@ -179,7 +179,7 @@ def _rmsnorm_sentences(v: dict) -> list[str]:
     holds = get(v, "only_rotations_and_scalings_survive")
     eps = get(v, "real_model_survives_up_to_eps")
     out = [f"Source 003's \"with RMSNorm only rotations and a scalar remain\" {'holds' if holds else 'does not hold'} "
-           f"in the RMSNorm variant (seed 1337, trained as the original): the real model is unchanged by "
+           f"in the RMSNorm variant ({trained(get(v, 'training'))}): the real model is unchanged by "
            f"{', '.join(get(v, 'real_model_survives')) or 'none'} (largest logit change "
            f"{num(get(v, 'largest_survivor_logit_change'), 2)})"
            + (f", by {', '.join(eps)} up to the norm's eps" if eps else "")

@@ -25,6 +25,12 @@ def load_loss_curve(path: str | Path) -> dict[str, np.ndarray]:
     return {k: table[k].to_numpy() for k in LOSS_COLUMNS}
 
 
+def training_digest(metrics: dict) -> dict:
+    """How one model was trained, from its ``metrics.json``: what a sentence comparing two models names
+    (``{"seed", "steps", "val_loss"}``)."""
+    return {k: metrics[k] for k in ("seed", "steps", "val_loss")}
+
+
 def summarize_training(metrics: list[dict], original_seed: int) -> dict:
     """One JSON for all seeds: each model's final losses, and the alternates' spread."""
     by_seed = {str(m["seed"]): {k: m[k] for k in ("train_loss", "val_loss", "steps", "train_seconds")}
