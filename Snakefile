@@ -25,7 +25,12 @@ os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (SRC, os.environ.get("PY
 # every step (training, the per-checkpoint measures) pays a page fault per 4 KiB page each time: 39 million in a
 # default run, a tenth of its CPU time in the kernel. Blocks under 32 MiB now stay in the heap for reuse
 # (docs/benchmarks.md, "malloc"). A value already in the environment wins.
-for name, value in {"MALLOC_MMAP_THRESHOLD_": 32 << 20, "MALLOC_TRIM_THRESHOLD_": 1 << 32, "MALLOC_TOP_PAD_": 64 << 20}.items():
+MALLOC_SETTINGS = {
+    "MALLOC_MMAP_THRESHOLD_": 32 << 20,  # blocks under 32 MiB come from the heap
+    "MALLOC_TRIM_THRESHOLD_": 1 << 32,  # freed memory waits in the heap for the next step
+    "MALLOC_TOP_PAD_": 64 << 20,  # the heap grows 64 MiB at a time
+}
+for name, value in MALLOC_SETTINGS.items():
     os.environ.setdefault(name, str(value))
 
 from tinylens.atomic import remove_stale_temporaries

@@ -61,7 +61,7 @@ for _ in range(checkpoints):
 def snakefile_malloc() -> dict[str, str]:
     """The ``MALLOC_*`` settings the Snakefile puts in every job's environment, read from the Snakefile itself."""
     text = (REPO / "Snakefile").read_text(encoding="utf-8")
-    found = re.search(r"for name, value in (\{\"MALLOC_.*?\})\.items\(\):", text, re.S)
+    found = re.search(r"^MALLOC_SETTINGS = (\{.*?^\})", text, re.S | re.M)
     if not found:
         raise SystemExit("no MALLOC_ settings found in the Snakefile")
     return {name: str(value) for name, value in eval(found.group(1)).items()}  # noqa: S307 (our own literal)
