@@ -409,27 +409,24 @@ def means_test(ours_mean: float, ours_std: float, ours_n: int, paper_mean: float
 
 
 def seeds_test(values: Sequence[float], paper: float) -> Verdict:
-    """The paper's value against our seeds' mean: t = (mean - paper) / (s / sqrt(k)) with k - 1 degrees of
-    freedom (k seeds, s their sample std), two-sided at :data:`LEVEL`, with the 95% interval of the difference."""
+    """The paper's value against our seeds' mean: :func:`tinylens.measures.mean_test` of the seeds' values against
+    it (t = (mean - paper) / (s / sqrt(k)), k - 1 degrees of freedom), two-sided at :data:`LEVEL`, with the 95%
+    interval of the difference."""
+    from tinylens.measures import mean_test
+
     k = len(values)
     if k < 2:
         return Verdict("no spread", f"t-test over seeds: needs two seeds or more, has {k}")
-    v = [float(x) for x in values]
-    mean = sum(v) / k
-    s = math.sqrt(sum((x - mean) ** 2 for x in v) / (k - 1))
+    test = mean_test([float(x) for x in values], null=paper)
+    mean, se = test["mean"], test["se"]
     diff = mean - paper
-    if s == 0:
+    if se == 0:
         return Verdict("consistent" if diff == 0 else "differs",
                        f"t-test over {k} seeds: every seed gives {mean:.4g}, no spread; equal to the paper's or not")
-    from scipy import stats
-
-    se = s / math.sqrt(k)
-    t = diff / se
-    p = float(2 * stats.t.sf(abs(t), k - 1))
-    half = float(stats.t.ppf(0.975, k - 1)) * se
-    return Verdict(_decide(p), f"one-sample t-test over {k} seeds: our mean {mean:.4g}, se {se:.2g}, t = {t:.2f} "
-                   f"({k - 1} df), p = {p:.2g}, 95% CI of the difference [{diff - half:.4g}, {diff + half:.4g}], "
-                   f"two-sided at {LEVEL:g}", t, p, diff - half, diff + half)
+    low, high = (bound - paper for bound in test["ci95"])
+    return Verdict(_decide(test["p"]), f"one-sample t-test over {k} seeds: our mean {mean:.4g}, se {se:.2g}, "
+                   f"t = {test['t']:.2f} ({k - 1} df), p = {test['p']:.2g}, 95% CI of the difference [{low:.4g}, "
+                   f"{high:.4g}], two-sided at {LEVEL:g}", test["t"], test["p"], low, high)
 
 
 #: The training settings that change the trained model (threads, precision of the arithmetic and the like do
