@@ -87,11 +87,12 @@ def main() -> None:
     args = parser.parse_args()
     plain = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     plain["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), plain.get("PYTHONPATH")) if p)
-    tuned = {**plain, **snakefile_malloc()}
+    settings = snakefile_malloc()
+    tuned = {**plain, **settings}
     for key, value in machine().items():
         print(f"{key}: {value}")
     print(f"workload: {args.steps} training steps + {args.checkpoints} dynamics measures, preset {args.preset}; "
-          f"{args.rounds} rounds; tuned = {snakefile_malloc()}")
+          f"{args.rounds} rounds; tuned = {settings}")
     results: dict[str, list[dict]] = {"default": [], "tuned": []}
     for r in range(args.rounds):
         for name, env in (("default", plain), ("tuned", tuned)):

@@ -19,15 +19,13 @@ with job(snakemake) as j:
     prompts = load_prompts(inp.prompts)
     rows = prompt_shard(len(prompts["prompt_id"]), p.n_shards, p.shard)
     ids = np.asarray(prompts["prompt_id"])[rows]
-    j.log.info("%s mode, shard %d of %d: %d prompts (ids %s..%s) against %d strings, %d threads",
-               p.mode, p.shard, p.n_shards, len(rows), ids.min(), ids.max(), len(table), j.threads)
+    j.log.info("%s mode, shard %d of %d: %d prompts (ids %s..%s) against %d strings, on %s with %d threads",
+               p.mode, p.shard, p.n_shards, len(rows), ids.min(), ids.max(), len(table), j.device, j.threads)
     members = table.members(p.mode)
     counts = CountsCSR.from_dense(table.counts(p.mode), members)
     prompt_dir, string_dir = Path(inp.prompt_logits).parent, Path(inp.string_logits).parent
     prompt_blocks = [load_block(prompt_dir, b, "ffwd_out", cfg.d_model, strings=prompts["string"])[rows]
                      for b in range(cfg.n_layer)]
-    device = j.device
-    j.log.info("searching on %s with %d threads", device, j.threads)
     loading = []
 
     def string_block(b):
@@ -38,7 +36,7 @@ with job(snakemake) as j:
 
     start = time.perf_counter()
     matches, summed, null = search_prompts_with_null(prompt_blocks, string_block, counts, threshold_edges(**p.grid),
-                                                     members, p.null_seed, device=device, threads=j.threads)
+                                                     members, p.null_seed, device=j.device, threads=j.threads)
     total = time.perf_counter() - start
     j.log.info("searched %d prompts x %d strings x %d blocks in %.1f s (+ %.1f s reading the string blocks)",
                len(rows), len(table), cfg.n_layer, total - sum(loading), sum(loading))

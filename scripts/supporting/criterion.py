@@ -24,21 +24,20 @@ with job(snakemake) as j:
     prompts = load_prompts(inp.prompts)
     _, counts = summary_for_prompts(inp.shards, prompts["prompt_id"], cfg.n_layer, len(edges), cfg.vocab_size)
     on_eval = np.asarray(prompts["split"]) == "eval"
-    tuned = j.read_json(inp.tuned)
+    tuned, binned = j.read_json(inp.tuned), counts[on_eval]
     # Block b alone at its jointly tuned threshold, and at its own best one (method.md §6b): the summed next-token
-    # counts of the strings above it.
+    # counts of the strings above it (crit.block_alone_counts).
     own = edges[block_alone_thresholds(load_sweep(inp.sweep), edges, cfg.n_layer)]
-    joint_alone = crit.block_alone_counts(counts[on_eval], tuned["thresholds"], edges)
-    own_alone = crit.block_alone_counts(counts[on_eval], own, edges)
     ffwd = [load_block(Path(inp.prompt_blocks[0]).parent, b, "ffwd_out", cfg.d_model, strings=prompts["string"])[on_eval]
             for b in range(cfg.n_layer)]
     subspaces = dict(load_subspaces(path, cfg.vocab_size, cfg.d_model) for path in inp.subspaces)
     directions, converged = crit.subspace_arrays(subspaces)
     prompt_ids = np.asarray(prompts["prompt_id"], dtype=np.int32)[on_eval]
     settings = crit.CriterionSettings(**p.settings)
-    rows, blocks = crit.criterion_by_block(joint_alone, ffwd, directions, prompt_ids, vocab, k, settings, converged)
-    _, own_blocks = crit.criterion_by_block(own_alone, ffwd, directions, prompt_ids, vocab, k, settings, converged,
-                                            variants=["end_of_model"])
+    rows, blocks = crit.criterion_by_block(crit.block_alone_counts(binned, tuned["thresholds"], edges), ffwd,
+                                           directions, prompt_ids, vocab, k, settings, converged)
+    _, own_blocks = crit.criterion_by_block(crit.block_alone_counts(binned, own, edges), ffwd, directions, prompt_ids,
+                                            vocab, k, settings, converged, variants=["end_of_model"])
     j.log.info("per block (0-based), joint thresholds: %s; each block's own %s: %s", blocks, own, own_blocks)
     aligned = crit.aligned_end_of_model(settings, prompt_ids, np.asarray(prompts["string"])[on_eval], ffwd, directions,
                                         vocab, converged)
